@@ -1,5 +1,72 @@
+// tern info <model.tern> [--json]: architecture and sizes of an installed model.
+#include <fmt/format.h>
+
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+#include <set>
+
 #include "cli/commands.h"
+#include "tern/core/units.h"
+#include "tern/format/tern_model.h"
 
 namespace tern::cli {
-void add_info_command(CLI::App& app) { (void)app; }
+
+namespace {
+
+std::string params_str(uint64_t n) {
+  if (n >= 1000000000ull) return fmt::format("{:.2f}B", static_cast<double>(n) / 1e9);
+  if (n >= 1000000ull) return fmt::format("{:.2f}M", static_cast<double>(n) / 1e6);
+  if (n >= 1000ull) return fmt::format("{:.1f}K", static_cast<double>(n) / 1e3);
+  return std::to_string(n);
+}
+
+}  // namespace
+
+void add_info_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("info", "Show the architecture and sizes of a .tern model");
+  auto path = std::make_shared<std::string>();
+  auto as_json = std::make_shared<bool>(false);
+  cmd->add_option("model", *path, ".tern model directory")->required();
+  cmd->add_flag("--json", *as_json, "Print JSON");
+  cmd->callback([path, as_json] {
+    TernModel model = TernModel::open(*path);
+    const ModelConfig& c = model.config();
+    ModelSummary s = model.summary();
+    std::set<std::string_view> format_set;
+    for (const auto& l : model.manifest().expert_layers)
+      for (const auto& sec : l.sections) format_set.insert(format_name(sec.format));
+    std::string formats = fmt::format("{}", fmt::join(format_set, ","));
+    if (*as_json) {
+      nlohmann::json j = {
+          {"path", *path},
+          {"architecture", c.architecture},
+          {"layers", c.num_layers},
+          {"moe_layers", s.moe_layers},
+          {"hidden_size", c.hidden_size},
+          {"vocab_size", c.vocab_size},
+          {"experts_per_layer", s.experts_per_layer},
+          {"experts_per_token", s.experts_per_token},
+          {"params", {{"total", s.total_params}, {"active_per_token", s.active_params},
+                      {"trunk", s.trunk_params}, {"experts", s.expert_params}}},
+          {"bytes", {{"trunk", s.trunk_bytes}, {"experts", s.expert_bytes},
+                     {"expert_reads_per_token_uncached", s.expert_bytes_per_token}}},
+          {"expert_format", formats},
+          {"created_by", model.manifest().created_by}};
+      fmt::print("{}\n", j.dump(2));
+      return;
+    }
+    fmt::print("model:            {}\n", *path);
+    fmt::print("architecture:     {} ({} layers, {} MoE; hidden {}, vocab {})\n", c.architecture,
+               c.num_layers, s.moe_layers, c.hidden_size, c.vocab_size);
+    fmt::print("attention:        {} heads, {} kv heads, head_dim {}\n", c.num_heads, c.num_kv_heads, c.head_dim);
+    fmt::print("experts:          {} per layer, {} per token, format {}\n", s.experts_per_layer,
+               s.experts_per_token, formats.empty() ? "-" : formats);
+    fmt::print("parameters:       {} total, {} active per token\n", params_str(s.total_params),
+               params_str(s.active_params));
+    fmt::print("trunk (resident): {}\n", format_bytes(s.trunk_bytes));
+    fmt::print("experts (disk):   {}\n", format_bytes(s.expert_bytes));
+    fmt::print("read per token:   {} of experts if nothing is cached\n", format_bytes(s.expert_bytes_per_token));
+  });
+}
+
 }  // namespace tern::cli

@@ -1,5 +1,36 @@
+// tern install <hf-model-dir> -o <out.tern> [--force]
+#include <fmt/format.h>
+
 #include "cli/commands.h"
+#include "tern/core/units.h"
+#include "tern/install/installer.h"
 
 namespace tern::cli {
-void add_install_command(CLI::App& app) { (void)app; }
+
+void add_install_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("install", "Repack a Hugging Face checkpoint into a .tern model");
+  auto opt = std::make_shared<InstallOptions>();
+  auto expert_fmt = std::make_shared<std::string>();
+  auto trunk_fmt = std::make_shared<std::string>();
+  cmd->add_option("source", opt->source, "Hugging Face model directory (config.json + safetensors)")
+      ->required();
+  cmd->add_option("-o,--output", opt->output, "Output .tern directory")->required();
+  cmd->add_flag("--force", opt->force, "Replace the output if it exists");
+  cmd->add_flag("-q,--quiet", opt->quiet, "No progress output");
+  cmd->add_option("--expert-format", *expert_fmt,
+                  "Store routed experts as f32|bf16|f16 (default: as in the checkpoint)");
+  cmd->add_option("--trunk-format", *trunk_fmt,
+                  "Store trunk matrices as f32|bf16|f16 (default: as in the checkpoint)");
+  cmd->callback([opt, expert_fmt, trunk_fmt] {
+    if (!expert_fmt->empty()) opt->expert_format = parse_tensor_format(*expert_fmt);
+    if (!trunk_fmt->empty()) opt->trunk_format = parse_tensor_format(*trunk_fmt);
+    InstallResult r = install_model(*opt);
+    uint64_t experts = 0;
+    for (const auto& l : r.manifest.expert_layers) experts += static_cast<uint64_t>(l.num_experts);
+    fmt::print("installed {} ({}): trunk {} in {} tensors, experts {} in {} records, {:.1f}s\n",
+               opt->output.string(), r.manifest.architecture, format_bytes(r.manifest.trunk_size),
+               r.manifest.trunk.size(), format_bytes(r.manifest.experts_size), experts, r.seconds);
+  });
+}
+
 }  // namespace tern::cli

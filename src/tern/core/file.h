@@ -35,6 +35,9 @@ class File {
   void sync();
   // Tells the kernel these bytes will not be needed again (keeps page cache honest).
   void drop_cache(uint64_t offset, uint64_t length) const;
+  // Writes back a just-written range and drops it from the page cache, so a
+  // long write does not fill memory with dirty pages.
+  void flush_and_drop(uint64_t offset, uint64_t length);
   void close();
 
  private:

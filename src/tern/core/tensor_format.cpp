@@ -1,0 +1,101 @@
+#include "tern/core/tensor_format.h"
+
+#include <array>
+#include <cstring>
+#include <string>
+
+#include "tern/core/error.h"
+
+namespace tern {
+namespace {
+
+constexpr std::array<TensorFormatInfo, 5> kFormats = {{
+    {TensorFormat::F32, "f32", 1, 4},
+    {TensorFormat::F16, "f16", 1, 2},
+    {TensorFormat::BF16, "bf16", 1, 2},
+    {TensorFormat::U8, "u8", 1, 1},
+    {TensorFormat::I8, "i8", 1, 1},
+}};
+
+}  // namespace
+
+const TensorFormatInfo& format_info(TensorFormat format) {
+  return kFormats[static_cast<size_t>(format)];
+}
+
+std::string_view format_name(TensorFormat format) { return format_info(format).name; }
+
+TensorFormat parse_tensor_format(std::string_view name) {
+  std::string known;
+  for (const auto& f : kFormats) {
+    if (f.name == name) return f.format;
+    known += known.empty() ? "" : ", ";
+    known += f.name;
+  }
+  fail("unknown tensor format '{}'; known: {}", name, known);
+}
+
+TensorFormat format_for_dtype(DType dtype) {
+  switch (dtype) {
+    case DType::F32: return TensorFormat::F32;
+    case DType::F16: return TensorFormat::F16;
+    case DType::BF16: return TensorFormat::BF16;
+    case DType::U8: return TensorFormat::U8;
+    case DType::I8: return TensorFormat::I8;
+    default: fail("dtype {} has no tensor format in Tern", dtype_name(dtype));
+  }
+}
+
+uint64_t format_bytes(TensorFormat format, const std::vector<int64_t>& shape) {
+  const auto& info = format_info(format);
+  uint64_t n = 1;
+  for (int64_t d : shape) {
+    if (d < 0) fail("negative dimension in shape");
+    n = checked_mul(n, static_cast<uint64_t>(d), "tensor size");
+  }
+  if (info.block_elements > 1) {
+    uint64_t row = shape.empty() ? 1 : static_cast<uint64_t>(shape.back());
+    if (row % info.block_elements != 0)
+      fail("row length {} is not a multiple of the {} block size {}", row, info.name,
+           info.block_elements);
+  }
+  return checked_mul(n / info.block_elements, info.block_bytes, "tensor size");
+}
+
+namespace {
+
+bool is_float(TensorFormat f) {
+  return f == TensorFormat::F32 || f == TensorFormat::F16 || f == TensorFormat::BF16;
+}
+
+float load_float(const void* src, TensorFormat f, size_t i) {
+  switch (f) {
+    case TensorFormat::F32: return static_cast<const float*>(src)[i];
+    case TensorFormat::F16: return f16_to_f32(static_cast<const uint16_t*>(src)[i]);
+    default: return bf16_to_f32(static_cast<const uint16_t*>(src)[i]);
+  }
+}
+
+}  // namespace
+
+bool can_convert(TensorFormat from, TensorFormat to) {
+  return from == to || (is_float(from) && is_float(to));
+}
+
+void convert_elements(const void* src, TensorFormat from, void* dst, TensorFormat to, size_t n) {
+  if (from == to) {
+    std::memcpy(dst, src, n * format_info(from).block_bytes);
+    return;
+  }
+  if (!can_convert(from, to)) fail("cannot convert {} to {}", format_name(from), format_name(to));
+  for (size_t i = 0; i < n; ++i) {
+    float v = load_float(src, from, i);
+    switch (to) {
+      case TensorFormat::F32: static_cast<float*>(dst)[i] = v; break;
+      case TensorFormat::F16: static_cast<uint16_t*>(dst)[i] = f32_to_f16(v); break;
+      default: static_cast<uint16_t*>(dst)[i] = f32_to_bf16(v); break;
+    }
+  }
+}
+
+}  // namespace tern

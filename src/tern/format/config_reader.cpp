@@ -1,0 +1,125 @@
+#include "tern/format/config_reader.h"
+
+#include "tern/core/error.h"
+#include "tern/format/model_config.h"
+
+namespace tern {
+
+using nlohmann::json;
+
+bool ConfigReader::has(const std::string& key) const {
+  return json_.contains(key) && !json_[key].is_null();
+}
+
+void ConfigReader::invalid(const std::string& key, const std::string& message) const {
+  fail("{}: field '{}' {}", source_, key, message);
+}
+
+int64_t ConfigReader::get_int(const std::string& key) const {
+  if (!has(key)) invalid(key, fmt::format("is missing (required for {})", arch_));
+  const json& v = json_[key];
+  if (!v.is_number_integer()) invalid(key, fmt::format("must be an integer, got {}", v.dump()));
+  return v.get<int64_t>();
+}
+
+int64_t ConfigReader::get_int(const std::string& key, int64_t fallback) const {
+  return has(key) ? get_int(key) : fallback;
+}
+
+double ConfigReader::get_double(const std::string& key) const {
+  if (!has(key)) invalid(key, fmt::format("is missing (required for {})", arch_));
+  const json& v = json_[key];
+  if (!v.is_number()) invalid(key, fmt::format("must be a number, got {}", v.dump()));
+  return v.get<double>();
+}
+
+double ConfigReader::get_double(const std::string& key, double fallback) const {
+  return has(key) ? get_double(key) : fallback;
+}
+
+bool ConfigReader::get_bool(const std::string& key, bool fallback) const {
+  if (!has(key)) return fallback;
+  const json& v = json_[key];
+  if (!v.is_boolean()) invalid(key, fmt::format("must be true or false, got {}", v.dump()));
+  return v.get<bool>();
+}
+
+std::vector<int64_t> ConfigReader::get_int_list(const std::string& key) const {
+  std::vector<int64_t> out;
+  if (!has(key)) return out;
+  const json& v = json_[key];
+  if (!v.is_array()) invalid(key, fmt::format("must be a list of integers, got {}", v.dump()));
+  for (const auto& e : v) {
+    if (!e.is_number_integer()) invalid(key, fmt::format("must be a list of integers, got {}", v.dump()));
+    out.push_back(e.get<int64_t>());
+  }
+  return out;
+}
+
+void ConfigReader::require_positive(const std::string& key, int64_t value) const {
+  if (value <= 0) invalid(key, fmt::format("must be positive, got {}", value));
+}
+
+namespace {
+
+RopeScaling read_rope_scaling(const ConfigReader& r) {
+  const json& j = r.raw()["rope_scaling"];
+  if (!j.is_object()) r.invalid("rope_scaling", "must be an object or null");
+  ConfigReader rr(j, r.source() + " rope_scaling", "rope_scaling");
+  RopeScaling s;
+  if (rr.has("rope_type") && j["rope_type"].is_string()) s.type = j["rope_type"].get<std::string>();
+  else if (rr.has("type") && j["type"].is_string()) s.type = j["type"].get<std::string>();
+  else r.invalid("rope_scaling", "has no 'type' or 'rope_type'");
+  s.factor = rr.get_double("factor", 1.0);
+  s.original_max_position_embeddings = rr.get_int("original_max_position_embeddings", 0);
+  s.beta_fast = rr.get_double("beta_fast", 32.0);
+  s.beta_slow = rr.get_double("beta_slow", 1.0);
+  s.mscale = rr.get_double("mscale", 1.0);
+  s.mscale_all_dim = rr.get_double("mscale_all_dim", 0.0);
+  s.low_freq_factor = rr.get_double("low_freq_factor", 1.0);
+  s.high_freq_factor = rr.get_double("high_freq_factor", 4.0);
+  static const char* known[] = {"default", "linear", "dynamic", "yarn", "llama3", "longrope"};
+  bool ok = false;
+  for (const char* k : known) ok = ok || s.type == k;
+  if (!ok) r.invalid("rope_scaling", fmt::format("has unsupported type '{}'", s.type));
+  if (s.factor <= 0) r.invalid("rope_scaling", "factor must be positive");
+  return s;
+}
+
+}  // namespace
+
+void read_decoder_fields(const ConfigReader& r, ModelConfig& cfg) {
+  cfg.vocab_size = r.get_int("vocab_size");
+  cfg.hidden_size = r.get_int("hidden_size");
+  cfg.num_layers = r.get_int("num_hidden_layers");
+  cfg.num_heads = r.get_int("num_attention_heads");
+  cfg.num_kv_heads = r.get_int("num_key_value_heads", cfg.num_heads);
+  r.require_positive("vocab_size", cfg.vocab_size);
+  r.require_positive("hidden_size", cfg.hidden_size);
+  r.require_positive("num_hidden_layers", cfg.num_layers);
+  r.require_positive("num_attention_heads", cfg.num_heads);
+  r.require_positive("num_key_value_heads", cfg.num_kv_heads);
+  if (cfg.num_heads % cfg.num_kv_heads != 0)
+    r.invalid("num_key_value_heads",
+              fmt::format("({}) must divide num_attention_heads ({})", cfg.num_kv_heads, cfg.num_heads));
+  if (r.has("head_dim")) {
+    cfg.head_dim = r.get_int("head_dim");
+  } else {
+    if (cfg.hidden_size % cfg.num_heads != 0)
+      r.invalid("head_dim", "is missing and hidden_size is not divisible by num_attention_heads");
+    cfg.head_dim = cfg.hidden_size / cfg.num_heads;
+  }
+  r.require_positive("head_dim", cfg.head_dim);
+  if (cfg.head_dim % 2 != 0) r.invalid("head_dim", fmt::format("must be even for RoPE, got {}", cfg.head_dim));
+  cfg.attention_bias = r.get_bool("attention_bias", false);
+  cfg.rms_norm_eps = r.get_double("rms_norm_eps", 1e-6);
+  if (!(cfg.rms_norm_eps > 0)) r.invalid("rms_norm_eps", "must be positive");
+  cfg.rope_theta = r.get_double("rope_theta", 10000.0);
+  if (!(cfg.rope_theta > 0)) r.invalid("rope_theta", "must be positive");
+  if (r.has("rope_scaling")) cfg.rope_scaling = read_rope_scaling(r);
+  cfg.max_position_embeddings = r.get_int("max_position_embeddings", 2048);
+  r.require_positive("max_position_embeddings", cfg.max_position_embeddings);
+  cfg.tie_word_embeddings = r.get_bool("tie_word_embeddings", false);
+}
+
+}  // namespace tern

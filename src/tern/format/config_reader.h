@@ -1,0 +1,46 @@
+#pragma once
+// ConfigReader — typed access to config.json fields with errors that name
+// the file and field, and the readers of fields that many architectures share.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace tern {
+
+struct ModelConfig;
+
+class ConfigReader {
+ public:
+  ConfigReader(const nlohmann::json& json, std::string source, std::string architecture)
+      : json_(json), source_(std::move(source)), arch_(std::move(architecture)) {}
+
+  bool has(const std::string& key) const;  // present and not null
+  int64_t get_int(const std::string& key) const;  // required
+  int64_t get_int(const std::string& key, int64_t fallback) const;
+  double get_double(const std::string& key) const;
+  double get_double(const std::string& key, double fallback) const;
+  bool get_bool(const std::string& key, bool fallback) const;
+  std::vector<int64_t> get_int_list(const std::string& key) const;  // absent -> empty
+  const nlohmann::json& raw() const { return json_; }
+  const std::string& source() const { return source_; }
+
+  // Throws "<source>: field 'key' <message>".
+  [[noreturn]] void invalid(const std::string& key, const std::string& message) const;
+  void require_positive(const std::string& key, int64_t value) const;
+
+ private:
+  const nlohmann::json& json_;
+  std::string source_;
+  std::string arch_;
+};
+
+// Reads the fields of a Llama-style decoder (hidden_size, num_hidden_layers,
+// num_attention_heads, num_key_value_heads, head_dim, rms_norm_eps,
+// rope_theta, rope_scaling, max_position_embeddings, vocab_size,
+// tie_word_embeddings, attention_bias) and validates them.
+void read_decoder_fields(const ConfigReader& r, ModelConfig& cfg);
+
+}  // namespace tern

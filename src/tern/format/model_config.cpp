@@ -1,0 +1,52 @@
+#include "tern/format/model_config.h"
+
+#include <algorithm>
+
+#include "tern/core/error.h"
+#include "tern/core/file.h"
+#include "tern/format/architectures.h"
+
+namespace tern {
+
+using nlohmann::json;
+
+bool ModelConfig::layer_is_moe(int64_t layer) const {
+  if (num_experts <= 0) return false;
+  if (std::find(mlp_only_layers.begin(), mlp_only_layers.end(), layer) != mlp_only_layers.end())
+    return false;
+  return decoder_sparse_step > 0 && (layer + 1) % decoder_sparse_step == 0;
+}
+
+int64_t ModelConfig::num_moe_layers() const {
+  int64_t n = 0;
+  for (int64_t l = 0; l < num_layers; ++l) n += layer_is_moe(l) ? 1 : 0;
+  return n;
+}
+
+ModelConfig parse_model_config(const json& config, const std::string& source) {
+  if (!config.is_object()) fail("{}: expected a JSON object", source);
+  if (!config.contains("model_type") || !config["model_type"].is_string())
+    fail("{}: no \"model_type\" string; is this a Hugging Face config.json?", source);
+  auto model_type = config["model_type"].get<std::string>();
+  const ArchSpec& arch = find_arch(model_type);
+  ModelConfig cfg;
+  cfg.architecture = model_type;
+  cfg.raw = config;
+  ConfigReader reader(config, source, model_type);
+  arch.parse(reader, cfg);
+  return cfg;
+}
+
+ModelConfig load_model_config(const std::filesystem::path& path) {
+  auto file = std::filesystem::is_directory(path) ? path / "config.json" : path;
+  if (!std::filesystem::exists(file)) fail("{}: not found (a model directory needs config.json)", file.string());
+  json config;
+  try {
+    config = json::parse(read_text_file(file));
+  } catch (const json::parse_error& e) {
+    fail("{}: invalid JSON: {}", file.string(), e.what());
+  }
+  return parse_model_config(config, file.string());
+}
+
+}  // namespace tern

@@ -1,0 +1,35 @@
+#pragma once
+// install_model — repacks a Hugging Face checkpoint into a .tern container
+// (see format/tern_manifest.h for the layout). Streams tensor by tensor with
+// bounded buffers, writes into a temporary directory beside the output and
+// renames it into place only after manifest.json is written, so an
+// interrupted install never leaves something that looks complete.
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+
+#include "tern/core/tensor_format.h"
+#include "tern/format/tern_manifest.h"
+
+namespace tern {
+
+struct InstallOptions {
+  std::filesystem::path source;  // Hugging Face model directory
+  std::filesystem::path output;  // the .tern directory to create
+  bool force = false;            // replace an existing output
+  bool quiet = false;            // no progress output
+  // Storage formats; nullopt keeps each tensor's source dtype. Norms and
+  // router weights (1-D tensors, routers) always keep full precision.
+  std::optional<TensorFormat> expert_format;
+  std::optional<TensorFormat> trunk_format;
+};
+
+struct InstallResult {
+  Manifest manifest;
+  uint64_t bytes_written = 0;
+  double seconds = 0;
+};
+
+InstallResult install_model(const InstallOptions& options);
+
+}  // namespace tern

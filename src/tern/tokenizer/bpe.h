@@ -1,0 +1,59 @@
+#pragma once
+// BpeModel — the tokenizer.json "model" of type BPE over the byte-level
+// alphabet: vocabulary, ranked merges, and the merge loop that turns one
+// pre-token's bytes into token ids. Thread-safe: encode_word may be called
+// concurrently (the word cache is guarded by a mutex).
+#include <nlohmann/json_fwd.hpp>
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+namespace tern {
+
+class BpeModel {
+ public:
+  // Parses a {"type": "BPE", ...} model. Merges may be "a b" strings or
+  // ["a", "b"] pairs. Options outside byte-level BPE (dropout, subword
+  // prefixes/suffixes, byte_fallback) throw tern::Error.
+  static BpeModel from_json(const nlohmann::json& model);
+
+  BpeModel();
+  ~BpeModel();
+  BpeModel(BpeModel&&) noexcept;
+  BpeModel& operator=(BpeModel&&) noexcept;
+
+  // Appends the ids of one pre-token given as raw bytes.
+  void encode_word(std::string_view bytes, std::vector<int32_t>& ids) const;
+
+  // Vocabulary in the byte-level alphabet ("Ġhello" -> id).
+  const std::unordered_map<std::string, int32_t>& vocab() const { return vocab_; }
+  size_t merge_count() const { return merges_.size(); }
+
+ private:
+  struct Merge {
+    int32_t rank;
+    int32_t new_id;
+  };
+  static uint64_t pair_key(int32_t a, int32_t b) {
+    return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b);
+  }
+  const Merge* find_merge(int32_t a, int32_t b) const;
+  void merge_word(std::string_view bytes, std::vector<int32_t>& ids) const;
+
+  std::unordered_map<std::string, int32_t> vocab_;
+  // ignore_merges: a whole pre-token found here (keyed by raw bytes) is emitted as is.
+  std::unordered_map<std::string, int32_t> whole_words_;
+  bool ignore_merges_ = false;
+  std::array<int32_t, 256> byte_ids_{};  // id of each single-byte token, -1 if absent
+  std::unordered_map<uint64_t, Merge> merges_;
+
+  struct Cache;
+  std::unique_ptr<Cache> cache_;
+};
+
+}  // namespace tern

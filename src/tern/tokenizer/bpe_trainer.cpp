@@ -1,0 +1,100 @@
+#include "tern/tokenizer/bpe_trainer.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <unordered_map>
+
+#include "tern/tokenizer/byte_level.h"
+#include "tern/tokenizer/pre_tokenizer.h"
+
+namespace tern {
+
+BpeVocabulary train_byte_level_bpe(std::string_view corpus, const PreTokenizer& pre_tokenizer, size_t max_merges,
+                                   size_t min_pair_count) {
+  BpeVocabulary vocab;
+  std::vector<std::pair<char32_t, int>> alphabet;
+  for (int b = 0; b < 256; ++b) alphabet.push_back({byte_to_unicode(static_cast<uint8_t>(b)), b});
+  std::sort(alphabet.begin(), alphabet.end());
+  std::vector<int32_t> byte_id(256);
+  std::unordered_map<std::string, int32_t> id_of;
+  for (const auto& [cp, b] : alphabet) {
+    byte_id[b] = static_cast<int32_t>(vocab.tokens.size());
+    vocab.tokens.push_back(bytes_to_byte_level(std::string(1, static_cast<char>(b))));
+    id_of.emplace(vocab.tokens.back(), byte_id[b]);
+  }
+
+  // Distinct words with their counts; std::map keeps the order independent of hashing.
+  std::map<std::string, int64_t> word_counts;
+  {
+    std::string buffer(corpus);
+    std::vector<ByteRange> pieces;
+    pre_tokenizer.split(buffer, pieces);
+    for (const ByteRange& p : pieces) ++word_counts[buffer.substr(p.begin, p.end - p.begin)];
+  }
+  struct Word {
+    std::vector<int32_t> symbols;
+    int64_t count;
+  };
+  std::vector<Word> words;
+  for (const auto& [text, count] : word_counts) {
+    Word w{{}, count};
+    for (char c : text) w.symbols.push_back(byte_id[static_cast<uint8_t>(c)]);
+    words.push_back(std::move(w));
+  }
+
+  auto key = [](int32_t a, int32_t b) { return (static_cast<uint64_t>(a) << 32) | static_cast<uint32_t>(b); };
+  std::unordered_map<uint64_t, int64_t> pair_counts;
+  while (vocab.merges.size() < max_merges) {
+    // A full recount per merge: O(corpus) each, fine for a few KB of text.
+    pair_counts.clear();
+    for (const Word& w : words)
+      for (size_t i = 0; i + 1 < w.symbols.size(); ++i) pair_counts[key(w.symbols[i], w.symbols[i + 1])] += w.count;
+    int64_t best_count = 0;
+    int32_t best_a = -1, best_b = -1;
+    for (const auto& [k, count] : pair_counts) {
+      auto a = static_cast<int32_t>(k >> 32), b = static_cast<int32_t>(k & 0xFFFFFFFFu);
+      bool better = count > best_count;
+      if (count == best_count && best_a >= 0) {
+        const auto& ta = vocab.tokens[a];
+        const auto& tb = vocab.tokens[b];
+        const auto& ba = vocab.tokens[best_a];
+        const auto& bb = vocab.tokens[best_b];
+        better = ta != ba ? ta < ba : tb < bb;
+      }
+      if (better) {
+        best_count = count;
+        best_a = a;
+        best_b = b;
+      }
+    }
+    if (best_a < 0 || best_count < static_cast<int64_t>(min_pair_count)) break;
+
+    std::string merged = vocab.tokens[best_a] + vocab.tokens[best_b];
+    int32_t merged_id;
+    if (auto it = id_of.find(merged); it != id_of.end()) {
+      merged_id = it->second;  // the same string was already built from another split
+    } else {
+      merged_id = static_cast<int32_t>(vocab.tokens.size());
+      vocab.tokens.push_back(merged);
+      id_of.emplace(merged, merged_id);
+    }
+    vocab.merges.emplace_back(vocab.tokens[best_a], vocab.tokens[best_b]);
+    for (Word& w : words) {
+      auto& s = w.symbols;
+      size_t out = 0;
+      for (size_t i = 0; i < s.size(); ++i) {
+        if (i + 1 < s.size() && s[i] == best_a && s[i + 1] == best_b) {
+          s[out++] = merged_id;
+          ++i;
+        } else {
+          s[out++] = s[i];
+        }
+      }
+      s.resize(out);
+    }
+  }
+  return vocab;
+}
+
+}  // namespace tern

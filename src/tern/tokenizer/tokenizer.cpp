@@ -1,0 +1,186 @@
+#include "tern/tokenizer/tokenizer.h"
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
+#include "tern/core/error.h"
+#include "tern/core/file.h"
+#include "tern/tokenizer/byte_level.h"
+#include "tern/tokenizer/utf8.h"
+
+namespace tern {
+
+namespace {
+std::string type_of(const nlohmann::json& config) {
+  return config.is_object() ? config.value("type", std::string()) : std::string();
+}
+
+void check_decoder(const nlohmann::json& decoder) {
+  if (decoder.is_null()) return;
+  std::string type = type_of(decoder);
+  if (type == "ByteLevel") return;
+  if (type == "Sequence") {
+    for (const auto& d : decoder.at("decoders")) check_decoder(d);
+    return;
+  }
+  fail("unsupported tokenizer decoder type \"{}\" (supported: ByteLevel, Sequence)", type);
+}
+
+// Returns the id of the special token a TemplateProcessing puts before the
+// text in "single" (Llama 3's <|begin_of_text|>), or -1. Other post-processor
+// pieces (ByteLevel offsets trimming) do not change ids.
+int32_t parse_post_processor(const nlohmann::json& config) {
+  if (config.is_null()) return -1;
+  std::string type = type_of(config);
+  if (type == "ByteLevel") return -1;
+  if (type == "Sequence") {
+    int32_t bos = -1;
+    for (const auto& p : config.at("processors")) {
+      int32_t id = parse_post_processor(p);
+      if (id >= 0) bos = id;
+    }
+    return bos;
+  }
+  if (type == "TemplateProcessing") {
+    const auto& single = config.at("single");
+    if (single.empty() || !single[0].contains("SpecialToken")) return -1;
+    std::string name = single[0]["SpecialToken"].at("id").get<std::string>();
+    const auto& specials = config.at("special_tokens");
+    if (!specials.contains(name)) fail("post_processor template uses \"{}\", missing from its special_tokens", name);
+    const auto& ids = specials[name].at("ids");
+    if (ids.size() != 1) fail("post_processor special token \"{}\" must map to one id", name);
+    return ids[0].get<int32_t>();
+  }
+  fail("unsupported tokenizer post_processor type \"{}\" (supported: ByteLevel, TemplateProcessing, Sequence)",
+       type);
+}
+
+std::vector<AddedToken> parse_added_tokens(const nlohmann::json& list) {
+  std::vector<AddedToken> out;
+  if (list.is_null()) return out;
+  for (const auto& t : list) {
+    AddedToken a;
+    a.id = t.at("id").get<int32_t>();
+    if (a.id < 0) fail("added token has a negative id {}", a.id);
+    a.content = t.at("content").get<std::string>();
+    a.special = t.value("special", false);
+    a.lstrip = t.value("lstrip", false);
+    a.rstrip = t.value("rstrip", false);
+    a.single_word = t.value("single_word", false);
+    a.normalized = t.value("normalized", !a.special);
+    out.push_back(std::move(a));
+  }
+  return out;
+}
+}  // namespace
+
+Tokenizer Tokenizer::load(const std::filesystem::path& tokenizer_json) {
+  return from_json_text(read_text_file(tokenizer_json), tokenizer_json.string());
+}
+
+Tokenizer Tokenizer::from_json_text(std::string_view json_text, std::string_view origin) {
+  nlohmann::json root;
+  try {
+    root = nlohmann::json::parse(json_text);
+  } catch (const nlohmann::json::exception& e) {
+    fail("{}: not valid JSON: {}", origin, e.what());
+  }
+  Tokenizer tok;
+  try {
+    if (!root.is_object() || !root.contains("model")) fail("no \"model\" object (is this a tokenizer.json?)");
+    tok.normalizer_ = Normalizer::from_json(root.value("normalizer", nlohmann::json()));
+    tok.pre_tokenizer_ = PreTokenizer::from_json(root.value("pre_tokenizer", nlohmann::json()));
+    if (!tok.pre_tokenizer_.has_byte_level())
+      fail("pre_tokenizer has no ByteLevel step; only byte-level BPE tokenizers are supported");
+    check_decoder(root.value("decoder", nlohmann::json()));
+    tok.model_ = BpeModel::from_json(root.at("model"));
+    tok.added_tokens_ = parse_added_tokens(root.value("added_tokens", nlohmann::json()));
+    tok.bos_id_ = parse_post_processor(root.value("post_processor", nlohmann::json()));
+  } catch (const nlohmann::json::exception& e) {
+    fail("{}: malformed tokenizer: {}", origin, e.what());
+  } catch (const Error& e) {
+    fail("{}: {}", origin, e.what());
+  }
+
+  int32_t max_id = -1;
+  for (const auto& [s, id] : tok.model_.vocab()) max_id = std::max(max_id, id);
+  for (const AddedToken& a : tok.added_tokens_) max_id = std::max(max_id, a.id);
+  tok.tokens_.resize(static_cast<size_t>(max_id) + 1);
+  for (const auto& [s, id] : tok.model_.vocab()) {
+    TokenInfo& info = tok.tokens_[id];
+    info.present = true;
+    info.vocab_string = s;
+    // The ByteLevel decoder falls back to a token's own UTF-8 when it has
+    // characters outside the byte alphabet.
+    auto raw = byte_level_to_bytes(s);
+    info.bytes = raw ? std::move(*raw) : s;
+  }
+  for (const AddedToken& a : tok.added_tokens_) {
+    TokenInfo& info = tok.tokens_[a.id];
+    info.present = info.added = true;
+    info.special = a.special;
+    if (info.vocab_string.empty()) info.vocab_string = a.content;
+    info.bytes = a.content;
+    tok.added_by_content_.emplace(a.content, a.id);
+  }
+  if (tok.bos_id_ >= 0 && !tok.has_token(tok.bos_id_))
+    fail("{}: post_processor BOS id {} is not a token", origin, tok.bos_id_);
+  tok.added_matcher_ = AddedTokenMatcher(tok.added_tokens_);
+  return tok;
+}
+
+const Tokenizer::TokenInfo& Tokenizer::info(int32_t id) const {
+  if (!has_token(id)) fail("token id {} is not in the vocabulary (size {})", id, vocab_size());
+  return tokens_[id];
+}
+
+bool Tokenizer::has_token(int32_t id) const {
+  return id >= 0 && static_cast<size_t>(id) < tokens_.size() && tokens_[id].present;
+}
+bool Tokenizer::is_added(int32_t id) const { return has_token(id) && tokens_[id].added; }
+bool Tokenizer::is_special(int32_t id) const { return has_token(id) && tokens_[id].special; }
+const std::string& Tokenizer::token_piece(int32_t id) const { return info(id).bytes; }
+const std::string& Tokenizer::token_string(int32_t id) const { return info(id).vocab_string; }
+
+int32_t Tokenizer::token_id(std::string_view piece) const {
+  std::string key(piece);
+  if (auto it = added_by_content_.find(key); it != added_by_content_.end()) return it->second;
+  if (auto it = model_.vocab().find(key); it != model_.vocab().end()) return it->second;
+  if (auto it = model_.vocab().find(bytes_to_byte_level(piece)); it != model_.vocab().end()) return it->second;
+  return -1;
+}
+
+void Tokenizer::encode_plain(std::string_view text, std::vector<int32_t>& ids) const {
+  thread_local std::string buffer;
+  thread_local std::vector<ByteRange> pieces;
+  normalizer_.apply(text, buffer);
+  pre_tokenizer_.split(buffer, pieces);
+  for (const ByteRange& p : pieces)
+    model_.encode_word(std::string_view(buffer).substr(p.begin, p.end - p.begin), ids);
+}
+
+std::vector<int32_t> Tokenizer::encode(std::string_view text, const EncodeOptions& options) const {
+  size_t valid = utf8_valid_prefix(text);
+  if (valid != text.size())
+    fail("text is not valid UTF-8 at byte {} (0x{:02X})", valid, static_cast<uint8_t>(text[valid]));
+  std::vector<int32_t> ids;
+  ids.reserve(text.size() / 3 + 2);
+  if (options.add_bos && bos_id_ >= 0) ids.push_back(bos_id_);
+  std::vector<TextSegment> segments;
+  added_matcher_.split(text, options.allow_special, segments);
+  for (const TextSegment& seg : segments) {
+    if (seg.token_id >= 0)
+      ids.push_back(seg.token_id);
+    else
+      encode_plain(text.substr(seg.begin, seg.end - seg.begin), ids);
+  }
+  return ids;
+}
+
+std::string Tokenizer::decode(std::span<const int32_t> ids) const {
+  std::string out;
+  for (int32_t id : ids) out += info(id).bytes;
+  return out;
+}
+
+}  // namespace tern

@@ -1,0 +1,87 @@
+#pragma once
+// Tokenizer — a Hugging Face tokenizer.json byte-level BPE tokenizer (the
+// kind Qwen2/Qwen3, Llama 3, GPT-OSS and DeepSeek-V3 ship). Encoding runs the
+// same stages as the Rust `tokenizers` crate: added tokens are cut out of the
+// raw text, the rest is normalized, pre-tokenized, mapped to the byte-level
+// alphabet and merged by BPE. Immutable after loading; encode/decode are safe
+// to call from several threads.
+#include <cstdint>
+#include <filesystem>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "tern/tokenizer/added_tokens.h"
+#include "tern/tokenizer/bpe.h"
+#include "tern/tokenizer/normalizer.h"
+#include "tern/tokenizer/pre_tokenizer.h"
+
+namespace tern {
+
+struct EncodeOptions {
+  // Match special added tokens (<|im_start|>, ...) in the text. When false
+  // they are tokenized as plain text, so user input cannot forge them.
+  // Non-special added tokens (<think>) always match, as in tokenizers.
+  bool allow_special = true;
+  // Prepend bos_id() when the tokenizer has one (see post_processor_adds_bos).
+  bool add_bos = false;
+};
+
+class Tokenizer {
+ public:
+  // Loads a tokenizer.json; any unsupported component throws tern::Error
+  // naming the file and the component type.
+  static Tokenizer load(const std::filesystem::path& tokenizer_json);
+  // Parses tokenizer.json text; `origin` names it in error messages.
+  static Tokenizer from_json_text(std::string_view json_text, std::string_view origin = "tokenizer.json");
+
+  // Text (must be valid UTF-8, else tern::Error naming the byte) -> ids.
+  std::vector<int32_t> encode(std::string_view text, const EncodeOptions& options = {}) const;
+  // Ids -> the raw bytes they stand for (may be invalid UTF-8 if the ids
+  // split a character; see StreamDecoder). Unknown ids throw tern::Error.
+  std::string decode(std::span<const int32_t> ids) const;
+
+  // The raw bytes of one token (an added token's content for added tokens).
+  const std::string& token_piece(int32_t id) const;
+  // The token as spelled in the vocabulary, e.g. "Ġhello" (always UTF-8).
+  const std::string& token_string(int32_t id) const;
+  // Id of a vocabulary string ("Ġhello"), an added token ("<|im_end|>") or
+  // the raw bytes of a token (" hello"); -1 if there is none.
+  int32_t token_id(std::string_view piece_or_special) const;
+  bool has_token(int32_t id) const;
+  bool is_added(int32_t id) const;
+  bool is_special(int32_t id) const;
+
+  // Max id + 1 over the vocabulary and the added tokens.
+  int32_t vocab_size() const { return static_cast<int32_t>(tokens_.size()); }
+  const std::vector<AddedToken>& added_tokens() const { return added_tokens_; }
+
+  // The token the post_processor puts first (Llama 3's <|begin_of_text|>), -1 if none.
+  int32_t bos_id() const { return bos_id_; }
+  // Whether the tokenizer's post_processor would add bos_id() by default.
+  bool post_processor_adds_bos() const { return bos_id_ >= 0; }
+
+ private:
+  struct TokenInfo {
+    std::string vocab_string;  // empty when the id is unused
+    std::string bytes;         // what decode emits
+    bool present = false;
+    bool added = false;
+    bool special = false;
+  };
+  const TokenInfo& info(int32_t id) const;
+  void encode_plain(std::string_view text, std::vector<int32_t>& ids) const;
+
+  Normalizer normalizer_;
+  PreTokenizer pre_tokenizer_;
+  BpeModel model_;
+  std::vector<AddedToken> added_tokens_;
+  AddedTokenMatcher added_matcher_;
+  std::unordered_map<std::string, int32_t> added_by_content_;
+  std::vector<TokenInfo> tokens_;  // indexed by id
+  int32_t bos_id_ = -1;
+};
+
+}  // namespace tern

