@@ -72,7 +72,8 @@ def run_lines(cmd, lines):
         os.unlink(path)
     if r.returncode != 0:
         raise AssertionError(f"{' '.join(cmd)} failed ({r.returncode}): {r.stderr.decode(errors='replace')[-2000:]}")
-    out = [json.loads(l) for l in r.stdout.decode("utf-8").splitlines() if l]
+    # split("\n"), not splitlines(): decoded text may hold U+0085 or U+2028.
+    out = [json.loads(l) for l in r.stdout.decode("utf-8").split("\n") if l]
     if len(out) != len(lines):
         raise AssertionError(f"{cmd[0]} printed {len(out)} lines for {len(lines)} inputs")
     return out

@@ -103,6 +103,72 @@ whole session; the experts come and go. When the cache is full, the least recent
 The prefetcher looks ahead: it runs the next layer's router early and starts reading the experts it predicts.
 If the prediction is right, the read is already done when the expert is needed; if not, nothing is lost but
 some bandwidth. The statistics are saved at the end, so the next run starts with a warm cache of hot experts.
+Once upon a time there was a small program that wanted to read very large models. The models were too big
+for the memory of the computer, so the program had to be clever. It kept the parts that every token needs in
+memory, and it read the other parts from the disk only when they were needed. At first it was slow, because
+the disk was slow and the program waited for every read. Then it learned to ask for the next parts early,
+while it was still working on the current ones, and the waiting became shorter. Later it learned which parts
+were popular and kept those close. In the end the program was not as fast as a computer with enough memory,
+but it was much faster than anyone had expected, and it could run models that nobody else could run at home.
+Questions and answers: What is a token? A token is a piece of text. What is an embedding? It is a vector
+that represents a token. What is attention? It is the way the model looks at the other tokens in the context.
+Why do we need a cache? Because reading from the disk is much slower than reading from memory. Which experts
+should stay in the cache? The ones that will be used again soon; we cannot know that, so we guess from history.
+
+import json
+import os
+from pathlib import Path
+
+
+def load_config(path: Path) -> dict:
+    with open(path, "r", encoding="utf-8") as f:
+        config = json.load(f)
+    if "num_experts" not in config:
+        raise ValueError(f"{path}: missing num_experts")
+    return config
+
+
+def main() -> int:
+    config = load_config(Path(os.environ.get("MODEL_DIR", ".")) / "config.json")
+    print(f"experts: {config['num_experts']}, layers: {config['num_hidden_layers']}")
+    for layer in range(config["num_hidden_layers"]):
+        print(layer, end=" ")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
+
+template <typename T>
+class RingBuffer {
+ public:
+  explicit RingBuffer(size_t capacity) : data_(capacity) {}
+  bool push(const T& value) {
+    if (size_ == data_.size()) return false;
+    data_[(head_ + size_) % data_.size()] = value;
+    ++size_;
+    return true;
+  }
+  std::optional<T> pop() {
+    if (size_ == 0) return std::nullopt;
+    T value = data_[head_];
+    head_ = (head_ + 1) % data_.size();
+    --size_;
+    return value;
+  }
+
+ private:
+  std::vector<T> data_;
+  size_t head_ = 0;
+  size_t size_ = 0;
+};
+
+Il était une fois un petit programme qui voulait lire de très grands modèles. La mémoire ne suffisait pas.
+Es war einmal ein kleines Programm, das sehr große Modelle lesen wollte. Der Speicher war zu klein.
+Había una vez un pequeño programa que quería leer modelos muy grandes. La memoria no era suficiente.
+从前有一个小程序，它想读取非常大的模型。内存不够，所以它必须很聪明。它把常用的部分留在内存里。
+昔々、とても大きなモデルを読みたい小さなプログラムがありました。メモリが足りませんでした。
+Жила-была маленькая программа, которая хотела читать очень большие модели. Памяти не хватало.
 User: Can you explain what a tokenizer does?
 Assistant: A tokenizer turns text into a sequence of integers, called token ids, that the model can read.
 It first splits the text into words and punctuation, then merges frequent byte pairs into larger tokens.

@@ -1,0 +1,34 @@
+# Tern's front door. `make test` and `make demo` each do all the set-up they
+# need on a fresh Debian 12 machine (dependencies, configure, build), then run.
+PRESET ?= release
+BUILD  := build/$(PRESET)
+TERN   := $(BUILD)/bin/tern
+
+.PHONY: all deps configure build test demo asan format clean
+
+all: build
+
+deps:
+	@bash scripts/install-deps.sh
+
+configure: deps
+	@cmake --preset $(PRESET) >/dev/null
+
+build: configure
+	@cmake --build --preset $(PRESET)
+
+test: build
+	@ctest --preset $(PRESET)
+
+demo: build
+	@bash scripts/demo.sh $(TERN)
+
+# Unit tests under AddressSanitizer + UBSan (CI runs this too).
+asan:
+	@$(MAKE) --no-print-directory test PRESET=asan-ubsan
+
+format:
+	@clang-format -i $$(git ls-files '*.cpp' '*.h')
+
+clean:
+	rm -rf build
