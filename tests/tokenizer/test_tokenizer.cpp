@@ -293,18 +293,19 @@ TEST(Tokenizer, TemplateProcessingExposesBos) {
 
 TEST(Tokenizer, LooksUpPiecesAndSpecialTokens) {
   json added = json::array({added_token(300, "<|end|>", true)});
-  Tokenizer tok = load(fixture({"Ġhi"}, {"Ġ h", "Ġh i"}, added));
+  Tokenizer tok = load(fixture({"Ġh", "Ġhi"}, {"Ġ h", "Ġh i"}, added));
   EXPECT_EQ(tok.token_id("<|end|>"), 300);
-  EXPECT_EQ(tok.token_id("\xC4\xA0hi"), 258);  // "Ġhi" as spelled in the vocab
-  EXPECT_EQ(tok.token_id(" hi"), 258);         // or as raw bytes
+  EXPECT_EQ(tok.token_id("\xC4\xA0hi"), 257);  // "Ġhi" as spelled in the vocab
+  EXPECT_EQ(tok.token_id(" hi"), 257);         // or as raw bytes
   EXPECT_EQ(tok.token_id("nope"), -1);
-  EXPECT_EQ(tok.token_piece(258), " hi");
-  EXPECT_EQ(tok.token_string(258), "\xC4\xA0hi");
+  EXPECT_EQ(tok.token_piece(257), " hi");
+  EXPECT_EQ(tok.token_string(257), "\xC4\xA0hi");
   EXPECT_EQ(tok.vocab_size(), 301);
   EXPECT_FALSE(tok.has_token(299));  // a gap in the ids
   EXPECT_THROW(tok.decode(Ids{299}), Error);
   EXPECT_THROW(tok.decode(Ids{-1}), Error);
-  EXPECT_EQ(tok.decode(Ids{258, 300}), " hi<|end|>");
+  EXPECT_EQ(tok.encode(" hi"), (Ids{257}));
+  EXPECT_EQ(tok.decode(Ids{257, 300}), " hi<|end|>");
 }
 
 TEST(StreamDecoder, HoldsBackIncompleteUtf8) {
@@ -385,7 +386,7 @@ TEST(SyntheticTokenizer, RoundTripsVariedText) {
   };
   for (const std::string& text : texts) EXPECT_EQ(tok.decode(tok.encode(text)), text);
   // Merges were learned: common English takes far fewer tokens than bytes.
-  EXPECT_LT(tok.encode(texts[0]).size(), texts[0].size() / 2);
+  EXPECT_LT(tok.encode(texts[0]).size(), texts[0].size() * 6 / 10);
   EXPECT_EQ(tok.encode("<|im_start|>").size(), 1u);
 }
 

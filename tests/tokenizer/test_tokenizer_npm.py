@@ -215,7 +215,7 @@ class TokenizerAgainstReferences(unittest.TestCase):
             self.assertTrue(1000 <= n_tokens <= 2000, n_tokens)
             # Merges must have been learned: plain English needs fewer tokens than bytes.
             english = self.strings.index("The quick brown fox jumps over the lazy dog.")
-            self.assertLess(len(ours[english]), len(self.strings[english]) / 2)
+            self.assertLess(len(ours[english]), 0.6 * len(self.strings[english]))
 
 
 if __name__ == "__main__":

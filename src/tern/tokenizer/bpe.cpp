@@ -35,7 +35,7 @@ struct Scratch {
 
 struct BpeModel::Cache {
   std::mutex mutex;
-  std::unordered_map<std::string, std::vector<int32_t>> words;
+  std::unordered_map<std::string, std::vector<int32_t>, StringHash, std::equal_to<>> words;
 };
 
 BpeModel::BpeModel() : cache_(std::make_unique<Cache>()) {}
@@ -80,11 +80,12 @@ BpeModel BpeModel::from_json(const nlohmann::json& model) {
   const auto& merges = model.at("merges");
   bpe.merges_.reserve(merges.size());
   auto lookup = [&](std::string_view token, size_t rank) {
-    auto it = bpe.vocab_.find(std::string(token));
+    auto it = bpe.vocab_.find(token);
     if (it == bpe.vocab_.end()) fail("tokenizer merge {} uses \"{}\", which is not in the vocab", rank, token);
     return it->second;
   };
   int32_t rank = 0;
+  std::string merged;  // reused across merges
   for (const auto& m : merges) {
     std::string_view left, right;
     if (m.is_string()) {
@@ -101,9 +102,7 @@ BpeModel BpeModel::from_json(const nlohmann::json& model) {
       fail("tokenizer merge {} must be \"a b\" or [\"a\", \"b\"], got {}", rank, m.dump());
     }
     int32_t a = lookup(left, rank), b = lookup(right, rank);
-    std::string merged;
-    merged.reserve(left.size() + right.size());
-    merged.append(left).append(right);
+    merged.assign(left).append(right);
     auto it = bpe.vocab_.find(merged);
     if (it == bpe.vocab_.end()) fail("tokenizer merge {} produces \"{}\", which is not in the vocab", rank, merged);
     // A repeated pair takes its last rank, as tokenizers' HashMap collect does.
@@ -126,7 +125,7 @@ void BpeModel::encode_word(std::string_view bytes, std::vector<int32_t>& ids) co
     return;
   }
   if (ignore_merges_) {
-    if (auto it = whole_words_.find(std::string(bytes)); it != whole_words_.end()) {
+    if (auto it = whole_words_.find(bytes); it != whole_words_.end()) {
       ids.push_back(it->second);
       return;
     }
@@ -134,7 +133,7 @@ void BpeModel::encode_word(std::string_view bytes, std::vector<int32_t>& ids) co
   const bool cacheable = bytes.size() <= kMaxCachedWordBytes;
   if (cacheable) {
     std::lock_guard lock(cache_->mutex);
-    if (auto it = cache_->words.find(std::string(bytes)); it != cache_->words.end()) {
+    if (auto it = cache_->words.find(bytes); it != cache_->words.end()) {
       ids.insert(ids.end(), it->second.begin(), it->second.end());
       return;
     }

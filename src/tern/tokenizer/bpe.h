@@ -6,6 +6,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include <array>
+#include <functional>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -14,6 +15,14 @@
 #include <vector>
 
 namespace tern {
+
+// Hashes std::string and std::string_view alike, so lookups by view do not
+// build a temporary string (C++20 heterogeneous lookup).
+struct StringHash {
+  using is_transparent = void;
+  size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+};
+using TokenMap = std::unordered_map<std::string, int32_t, StringHash, std::equal_to<>>;
 
 class BpeModel {
  public:
@@ -31,7 +40,7 @@ class BpeModel {
   void encode_word(std::string_view bytes, std::vector<int32_t>& ids) const;
 
   // Vocabulary in the byte-level alphabet ("Ġhello" -> id).
-  const std::unordered_map<std::string, int32_t>& vocab() const { return vocab_; }
+  const TokenMap& vocab() const { return vocab_; }
   size_t merge_count() const { return merges_.size(); }
 
  private:
@@ -45,9 +54,9 @@ class BpeModel {
   const Merge* find_merge(int32_t a, int32_t b) const;
   void merge_word(std::string_view bytes, std::vector<int32_t>& ids) const;
 
-  std::unordered_map<std::string, int32_t> vocab_;
+  TokenMap vocab_;
   // ignore_merges: a whole pre-token found here (keyed by raw bytes) is emitted as is.
-  std::unordered_map<std::string, int32_t> whole_words_;
+  TokenMap whole_words_;
   bool ignore_merges_ = false;
   std::array<int32_t, 256> byte_ids_{};  // id of each single-byte token, -1 if absent
   std::unordered_map<uint64_t, Merge> merges_;

@@ -76,8 +76,8 @@ struct Regex::Code {
 
 Regex::Regex(std::string_view pattern, bool literal) : pattern_(pattern), code_(std::make_unique<Code>()) {
   std::string compiled = literal ? std::string(pattern) : translate_oniguruma_pattern(pattern);
-  uint32_t options = PCRE2_UTF | PCRE2_UCP;
-  if (literal) options |= PCRE2_LITERAL;
+  // PCRE2 refuses UCP together with LITERAL; a literal has no classes anyway.
+  uint32_t options = literal ? PCRE2_UTF | PCRE2_LITERAL : PCRE2_UTF | PCRE2_UCP;
   int error = 0;
   PCRE2_SIZE error_offset = 0;
   code_->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(compiled.data()), compiled.size(), options, &error,

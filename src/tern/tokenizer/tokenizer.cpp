@@ -143,9 +143,8 @@ const std::string& Tokenizer::token_piece(int32_t id) const { return info(id).by
 const std::string& Tokenizer::token_string(int32_t id) const { return info(id).vocab_string; }
 
 int32_t Tokenizer::token_id(std::string_view piece) const {
-  std::string key(piece);
-  if (auto it = added_by_content_.find(key); it != added_by_content_.end()) return it->second;
-  if (auto it = model_.vocab().find(key); it != model_.vocab().end()) return it->second;
+  if (auto it = added_by_content_.find(piece); it != added_by_content_.end()) return it->second;
+  if (auto it = model_.vocab().find(piece); it != model_.vocab().end()) return it->second;
   if (auto it = model_.vocab().find(bytes_to_byte_level(piece)); it != model_.vocab().end()) return it->second;
   return -1;
 }

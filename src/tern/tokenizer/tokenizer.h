@@ -79,7 +79,7 @@ class Tokenizer {
   BpeModel model_;
   std::vector<AddedToken> added_tokens_;
   AddedTokenMatcher added_matcher_;
-  std::unordered_map<std::string, int32_t> added_by_content_;
+  TokenMap added_by_content_;
   std::vector<TokenInfo> tokens_;  // indexed by id
   int32_t bos_id_ = -1;
 };
