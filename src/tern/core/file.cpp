@@ -37,6 +37,14 @@ File File::open_read(const std::filesystem::path& path) {
   return f;
 }
 
+File File::open_direct(const std::filesystem::path& path) {
+  File f;
+  f.path_ = path.string();
+  f.fd_ = ::open(f.path_.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);
+  if (f.fd_ < 0 && errno != EINVAL) fail("cannot open {}: {}", f.path_, std::strerror(errno));
+  return f;
+}
+
 File File::create(const std::filesystem::path& path) {
   File f;
   f.path_ = path.string();

@@ -19,6 +19,9 @@ class File {
   File& operator=(const File&) = delete;
 
   static File open_read(const std::filesystem::path& path);
+  // Opens for O_DIRECT reads (offsets, sizes and buffers 4 KiB aligned).
+  // Returns a closed File if the file system does not support O_DIRECT.
+  static File open_direct(const std::filesystem::path& path);
   // Creates or truncates.
   static File create(const std::filesystem::path& path);
 
