@@ -21,6 +21,7 @@ namespace fs = std::filesystem;
 struct TokenizeArgs {
   std::string model;
   std::string text;
+  bool has_text = false;
   bool json = false;
   bool no_special = false;
   bool no_bos = false;
@@ -36,7 +37,8 @@ fs::path resolve_tokenizer_json(const std::string& model) {
     if (!fs::exists(candidate)) fail("{} has no tokenizer.json", model);
     return candidate;
   }
-  if (!fs::exists(path)) fail("{} does not exist (expected a tokenizer.json or a model directory)", model);
+  if (!fs::exists(path))
+    fail("{} does not exist (expected a tokenizer.json or a model directory)", model);
   return path;
 }
 
@@ -93,7 +95,8 @@ std::vector<int32_t> parse_id_list(const std::string& list) {
     } catch (const std::exception&) {
       used = 0;
     }
-    if (used != item.size() || value < 0 || value > INT32_MAX) fail("--decode: \"{}\" is not a token id", item);
+    if (used != item.size() || value < 0 || value > INT32_MAX)
+      fail("--decode: \"{}\" is not a token id", item);
     ids.push_back(static_cast<int32_t>(value));
     pos = comma + 1;
   }
@@ -157,7 +160,8 @@ void run(const TokenizeArgs& args) {
   Tokenizer tokenizer = Tokenizer::load(resolve_tokenizer_json(args.model));
   EncodeOptions options;
   options.allow_special = !args.no_special;
-  // Add BOS exactly when the tokenizer's own post_processor would (Llama 3: yes; Qwen: no BOS exists).
+  // Add BOS exactly when the tokenizer's own post_processor would (Llama 3: yes; Qwen: no BOS
+  // exists).
   options.add_bos = tokenizer.post_processor_adds_bos() && !args.no_bos;
 
   if (!args.batch_file.empty()) {
@@ -174,6 +178,7 @@ void run(const TokenizeArgs& args) {
     }
     return;
   }
+  if (!args.has_text) fail("tokenize: give the text to encode, --decode IDS or --batch FILE");
   std::vector<int32_t> ids = tokenizer.encode(args.text, options);
   if (args.json) {
     nlohmann::json pieces = nlohmann::json::array();
@@ -189,19 +194,29 @@ void run(const TokenizeArgs& args) {
 
 void add_tokenize_command(CLI::App& app) {
   auto args = std::make_shared<TokenizeArgs>();
-  CLI::App* cmd = app.add_subcommand("tokenize", "Show how a model's tokenizer splits text (or decode token ids)");
-  cmd->add_option("model", args->model, "tokenizer.json, or a directory holding one (Hugging Face or .tern)");
-  cmd->add_option("text", args->text, "text to encode");
-  cmd->add_flag("--json", args->json, "print {\"ids\": [...], \"pieces\": [...]} (pieces as spelled in the vocab)");
-  cmd->add_flag("--no-special", args->no_special, "tokenize special tokens such as <|im_start|> as plain text");
-  cmd->add_flag("--no-bos", args->no_bos, "do not add the BOS token even if the tokenizer's post_processor would");
+  CLI::App* cmd = app.add_subcommand(
+      "tokenize", "Show how a model's tokenizer splits text (or decode token ids)");
+  cmd->add_option("model", args->model,
+                  "tokenizer.json, or a directory holding one (Hugging Face or .tern)");
+  CLI::Option* text = cmd->add_option("text", args->text, "text to encode");
+  cmd->add_flag("--json", args->json,
+                "print {\"ids\": [...], \"pieces\": [...]} (pieces as spelled in the vocab)");
+  cmd->add_flag("--no-special", args->no_special,
+                "tokenize special tokens such as <|im_start|> as plain text");
+  cmd->add_flag("--no-bos", args->no_bos,
+                "do not add the BOS token even if the tokenizer's post_processor would");
   cmd->add_option("--decode", args->decode_ids, "decode comma-separated token ids to text instead");
   cmd->add_option("--batch", args->batch_file,
-                  "JSON Lines file: each line a string to encode or an id array to decode; prints one JSON value per line");
-  cmd->add_option("--write-synthetic", args->write_synthetic_dir,
-                  "write the synthetic test tokenizer (tokenizer.json, tokenizer_config.json) to DIR")
+                  "JSON Lines file: each line a string to encode or an id array to decode; prints "
+                  "one JSON value per line");
+  cmd->add_option(
+         "--write-synthetic", args->write_synthetic_dir,
+         "write the synthetic test tokenizer (tokenizer.json, tokenizer_config.json) to DIR")
       ->group("");  // hidden: for tests
-  cmd->callback([args] { run(*args); });
+  cmd->callback([args, text] {
+    args->has_text = text->count() > 0;  // "" is valid text; a missing argument is not
+    run(*args);
+  });
 }
 
 }  // namespace tern::cli

@@ -15,6 +15,9 @@ int main(int argc, char** argv) {
   tern::cli::add_info_command(app);
   tern::cli::add_synth_command(app);
   tern::cli::add_tokenize_command(app);
+  tern::cli::add_chat_command(app);
+  tern::cli::add_generate_command(app);
+  tern::cli::add_logits_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

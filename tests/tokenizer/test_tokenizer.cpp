@@ -3,9 +3,11 @@
 // Whole-tokenizer agreement with real files is checked by test_tokenizer_npm.py.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tern/core/error.h"
@@ -24,9 +26,11 @@ using Ids = std::vector<int32_t>;
 
 // A tokenizer.json with the 256 byte tokens (ids 0..255 = byte values),
 // `extra` tokens after them, the given merges and added tokens.
-json fixture(const std::vector<std::string>& extra, const json& merges, const json& added = json::array()) {
+json fixture(const std::vector<std::string>& extra, const json& merges,
+             const json& added = json::array()) {
   json vocab = json::object();
-  for (int b = 0; b < 256; ++b) vocab[bytes_to_byte_level(std::string(1, static_cast<char>(b)))] = b;
+  for (int b = 0; b < 256; ++b)
+    vocab[bytes_to_byte_level(std::string(1, static_cast<char>(b)))] = b;
   int id = 256;
   for (const auto& t : extra) vocab[t] = id++;
   return {
@@ -39,10 +43,12 @@ json fixture(const std::vector<std::string>& extra, const json& merges, const js
   };
 }
 
-Tokenizer load(const json& config) { return Tokenizer::from_json_text(config.dump()); }
+Tokenizer load(const json& config) {
+  return Tokenizer::from_json_text(config.dump());
+}
 
 json added_token(int id, const std::string& content, bool special, json fields = json::object()) {
-  json t = {{"id", id}, {"content", content}, {"special", special}, {"lstrip", false},
+  json t = {{"id", id},        {"content", content},   {"special", special}, {"lstrip", false},
             {"rstrip", false}, {"single_word", false}, {"normalized", false}};
   t.update(fields);
   return t;
@@ -78,7 +84,8 @@ TEST(Tokenizer, SamePairMergesLeftmostFirst) {
 }
 
 TEST(Tokenizer, AcceptsArrayFormMerges) {
-  Tokenizer tok = load(fixture({"ab", "bc"}, json::array({json::array({"b", "c"}), json::array({"a", "b"})})));
+  Tokenizer tok =
+      load(fixture({"ab", "bc"}, json::array({json::array({"b", "c"}), json::array({"a", "b"})})));
   EXPECT_EQ(tok.encode("abc"), (Ids{'a', 257}));
 }
 
@@ -119,7 +126,8 @@ TEST(Tokenizer, ByteLevelAlphabetMatchesGpt2) {
   EXPECT_EQ(byte_to_unicode(0x00), U'\u0100');
   EXPECT_EQ(byte_to_unicode(0xAD), U'\u0143');
   EXPECT_EQ(byte_to_unicode(0xFF), U'\u00FF');
-  for (int b = 0; b < 256; ++b) EXPECT_EQ(unicode_to_byte(byte_to_unicode(static_cast<uint8_t>(b))), b);
+  for (int b = 0; b < 256; ++b)
+    EXPECT_EQ(unicode_to_byte(byte_to_unicode(static_cast<uint8_t>(b))), b);
 }
 
 TEST(Tokenizer, RoundTripsArbitraryTextThroughBytes) {
@@ -140,14 +148,17 @@ TEST(Tokenizer, RoundTripsArbitraryTextThroughBytes) {
         text += {static_cast<char>(0xE0 | (cp >> 12)), static_cast<char>(0x80 | ((cp >> 6) & 0x3F)),
                  static_cast<char>(0x80 | (cp & 0x3F))};
       else
-        text += {static_cast<char>(0xF0 | (cp >> 18)), static_cast<char>(0x80 | ((cp >> 12) & 0x3F)),
-                 static_cast<char>(0x80 | ((cp >> 6) & 0x3F)), static_cast<char>(0x80 | (cp & 0x3F))};
+        text +=
+            {static_cast<char>(0xF0 | (cp >> 18)), static_cast<char>(0x80 | ((cp >> 12) & 0x3F)),
+             static_cast<char>(0x80 | ((cp >> 6) & 0x3F)), static_cast<char>(0x80 | (cp & 0x3F))};
     }
     EXPECT_EQ(tok.decode(tok.encode(text)), text);
   }
 }
 
-TEST(Tokenizer, EmptyTextGivesNoIds) { EXPECT_TRUE(load(fixture({}, json::array())).encode("").empty()); }
+TEST(Tokenizer, EmptyTextGivesNoIds) {
+  EXPECT_TRUE(load(fixture({}, json::array())).encode("").empty());
+}
 
 TEST(Tokenizer, InvalidUtf8ThrowsNamingTheByte) {
   Tokenizer tok = load(fixture({}, json::array()));
@@ -157,7 +168,8 @@ TEST(Tokenizer, InvalidUtf8ThrowsNamingTheByte) {
       tok.encode(text);
       ADD_FAILURE() << "no error for offset " << offset;
     } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find("not valid UTF-8 at byte " + std::to_string(offset)), std::string::npos)
+      EXPECT_NE(std::string(e.what()).find("not valid UTF-8 at byte " + std::to_string(offset)),
+                std::string::npos)
           << e.what();
     }
   }
@@ -207,7 +219,10 @@ TEST(Tokenizer, SplitRegexIsolatesMatches) {
   config["pre_tokenizer"] = {
       {"type", "Sequence"},
       {"pretokenizers",
-       json::array({{{"type", "Split"}, {"pattern", {{"Regex", "\\p{N}"}}}, {"behavior", "Isolated"}, {"invert", false}},
+       json::array({{{"type", "Split"},
+                     {"pattern", {{"Regex", "\\p{N}"}}},
+                     {"behavior", "Isolated"},
+                     {"invert", false}},
                     {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}}})}};
   // Every digit is its own pre-token, so "12" cannot merge.
   EXPECT_EQ(load(config).encode("x12"), (Ids{'x', '1', '2'}));
@@ -215,7 +230,10 @@ TEST(Tokenizer, SplitRegexIsolatesMatches) {
 
 TEST(PreTokenizer, SplitBehaviorsFollowTokenizers) {
   auto pieces = [](const std::string& behavior, std::string text) {
-    json config = {{"type", "Split"}, {"pattern", {{"String", "-"}}}, {"behavior", behavior}, {"invert", false}};
+    json config = {{"type", "Split"},
+                   {"pattern", {{"String", "-"}}},
+                   {"behavior", behavior},
+                   {"invert", false}};
     PreTokenizer pre = PreTokenizer::from_json(config);
     std::vector<ByteRange> ranges;
     pre.split(text, ranges);
@@ -235,7 +253,10 @@ TEST(Regex, WhiteSpaceIsUnicodeWhiteSpaceAsInOniguruma) {
   // Oniguruma's \s includes U+0085 (NEL); PCRE2's does not unless translated.
   Regex re("\\s+");
   std::vector<ByteRange> m;
-  re.find_all("a\xC2\x85\xC2\xA0" "b", m);
+  re.find_all(
+      "a\xC2\x85\xC2\xA0"
+      "b",
+      m);
   ASSERT_EQ(m.size(), 1u);
   EXPECT_EQ(m[0].begin, 1u);
   EXPECT_EQ(m[0].end, 5u);
@@ -278,10 +299,14 @@ TEST(Tokenizer, TemplateProcessingExposesBos) {
       {"processors",
        json::array({{{"type", "ByteLevel"}},
                     {{"type", "TemplateProcessing"},
-                     {"single", json::array({{{"SpecialToken", {{"id", "<|begin_of_text|>"}, {"type_id", 0}}}},
+                     {"single", json::array({{{"SpecialToken",
+                                               {{"id", "<|begin_of_text|>"}, {"type_id", 0}}}},
                                              {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}})},
                      {"special_tokens",
-                      {{"<|begin_of_text|>", {{"id", "<|begin_of_text|>"}, {"ids", {300}}, {"tokens", {"<|begin_of_text|>"}}}}}}}})}};
+                      {{"<|begin_of_text|>",
+                        {{"id", "<|begin_of_text|>"},
+                         {"ids", {300}},
+                         {"tokens", {"<|begin_of_text|>"}}}}}}}})}};
   Tokenizer tok = load(config);
   EXPECT_EQ(tok.bos_id(), 300);
   EXPECT_TRUE(tok.post_processor_adds_bos());
@@ -359,7 +384,8 @@ TEST(SyntheticTokenizer, HasQwen3LayoutAndSpecialTokens) {
   EXPECT_EQ(tok.vocab_size(), synthetic.vocab_size);
   EXPECT_EQ(tok.token_id("<|im_end|>"), synthetic.eos_id);
   EXPECT_EQ(tok.token_id("<|endoftext|>"), synthetic.pad_id);
-  for (const char* special : {"<|endoftext|>", "<|im_start|>", "<|im_end|>"}) EXPECT_TRUE(tok.is_special(tok.token_id(special))) << special;
+  for (const char* special : {"<|endoftext|>", "<|im_start|>", "<|im_end|>"})
+    EXPECT_TRUE(tok.is_special(tok.token_id(special))) << special;
   for (const char* added : {"<think>", "</think>", "<tool_call>", "</tool_call>"}) {
     EXPECT_TRUE(tok.is_added(tok.token_id(added))) << added;
     EXPECT_FALSE(tok.is_special(tok.token_id(added))) << added;
@@ -379,15 +405,48 @@ TEST(SyntheticTokenizer, RoundTripsVariedText) {
       "def f(x):\n\treturn x ** 2  # comment\n",
       "It's 12:30, they'LL see 3.14159 and 1e-5.",
       "你好，世界！こんにちは 안녕하세요 Привет",
-      "emoji \xF0\x9F\x98\x80 \xF0\x9F\x91\xA8\xE2\x80\x8D\xF0\x9F\x91\xA9\xE2\x80\x8D\xF0\x9F\x91\xA7",
+      "emoji \xF0\x9F\x98\x80 "
+      "\xF0\x9F\x91\xA8\xE2\x80\x8D\xF0\x9F\x91\xA9\xE2\x80\x8D\xF0\x9F\x91\xA7",
       "   spaces\n\n\nnewlines\r\n\ttabs",
-      "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\nHello!<|im_end|>",
+      "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</"
+      "think>\n\nHello!<|im_end|>",
       std::string("nul\0byte", 8),
   };
-  for (const std::string& text : texts) EXPECT_EQ(tok.decode(tok.encode(text)), text);
+  for (const std::string& text : texts) {
+    Ids ids = tok.encode(text);
+    EXPECT_EQ(tok.decode(ids), text);
+    // Streaming one id at a time yields the same text (the vocabulary has
+    // tokens that end mid-character, e.g. the first bytes of CJK and emoji).
+    StreamDecoder stream(tok);
+    std::string streamed;
+    for (int32_t id : ids) streamed += stream.push(id);
+    streamed += stream.flush();
+    EXPECT_EQ(streamed, text);
+  }
   // Merges were learned: common English takes far fewer tokens than bytes.
   EXPECT_LT(tok.encode(texts[0]).size(), texts[0].size() * 6 / 10);
   EXPECT_EQ(tok.encode("<|im_start|>").size(), 1u);
+}
+
+TEST(Tokenizer, EncodesConcurrentlyFromManyThreads) {
+  Tokenizer tok = Tokenizer::from_json_text(build_synthetic_tokenizer().tokenizer_json);
+  std::vector<std::string> texts;
+  for (int i = 0; i < 64; ++i)
+    texts.push_back("thread " + std::to_string(i) +
+                    ": the experts are read from the disk, 你好 \xF0\x9F\x98\x80 " +
+                    std::string(static_cast<size_t>(i), 'x'));
+  std::vector<Ids> expected;
+  for (const auto& t : texts) expected.push_back(tok.encode(t));
+  std::vector<std::thread> threads;
+  std::atomic<int> mismatches{0};
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&] {
+      for (int rep = 0; rep < 20; ++rep)
+        for (size_t i = 0; i < texts.size(); ++i)
+          if (tok.encode(texts[i]) != expected[i]) ++mismatches;
+    });
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(mismatches.load(), 0);
 }
 
 }  // namespace

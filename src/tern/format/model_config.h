@@ -15,7 +15,7 @@ namespace tern {
 
 // rope_scaling from config.json ("type" or "rope_type": linear, dynamic,
 // yarn, llama3, ...). Fields not used by a type keep their defaults.
-struct RopeScaling {
+struct RopeScalingConfig {
   std::string type;
   double factor = 1.0;
   int64_t original_max_position_embeddings = 0;
@@ -37,7 +37,7 @@ struct ModelConfig {
   bool attention_bias = false;
   double rms_norm_eps = 1e-6;
   double rope_theta = 10000.0;
-  std::optional<RopeScaling> rope_scaling;
+  std::optional<RopeScalingConfig> rope_scaling;
   int64_t max_position_embeddings = 0;
   bool tie_word_embeddings = false;
 

@@ -70,7 +70,9 @@ json synth_config(const SynthOptions& opt, int64_t tokenizer_vocab_size) {
   find_arch(opt.architecture);  // clear error for unknown architectures first
   const SynthPreset& preset = find_synth_preset(opt.architecture, opt.preset);
   json config = preset.config;
-  if (!config.contains("vocab_size")) config["vocab_size"] = round_up(static_cast<uint64_t>(tokenizer_vocab_size), 64);
+  // Presets without a vocab_size follow the tokenizer exactly, so every id
+  // the model can emit decodes (real checkpoints pad; the engine masks those).
+  if (!config.contains("vocab_size")) config["vocab_size"] = tokenizer_vocab_size;
   for (auto it = opt.overrides.begin(); it != opt.overrides.end(); ++it) config[it.key()] = it.value();
   config["torch_dtype"] = opt.dtype == DType::F32 ? "float32" : opt.dtype == DType::F16 ? "float16" : "bfloat16";
   parse_model_config(config, "synthesized config.json");  // validates

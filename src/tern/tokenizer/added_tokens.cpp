@@ -12,9 +12,14 @@ namespace {
 bool is_word_char(char32_t cp) {
   if (cp == '_') return true;
   switch (utf8proc_category(static_cast<utf8proc_int32_t>(cp))) {
-    case UTF8PROC_CATEGORY_LU: case UTF8PROC_CATEGORY_LL: case UTF8PROC_CATEGORY_LT:
-    case UTF8PROC_CATEGORY_LM: case UTF8PROC_CATEGORY_LO: case UTF8PROC_CATEGORY_ND:
-    case UTF8PROC_CATEGORY_NL: case UTF8PROC_CATEGORY_NO:
+    case UTF8PROC_CATEGORY_LU:
+    case UTF8PROC_CATEGORY_LL:
+    case UTF8PROC_CATEGORY_LT:
+    case UTF8PROC_CATEGORY_LM:
+    case UTF8PROC_CATEGORY_LO:
+    case UTF8PROC_CATEGORY_ND:
+    case UTF8PROC_CATEGORY_NL:
+    case UTF8PROC_CATEGORY_NO:
       return true;
     default:
       return false;
@@ -25,13 +30,15 @@ bool is_word_char(char32_t cp) {
 AddedTokenMatcher::AddedTokenMatcher(const std::vector<AddedToken>& tokens) {
   for (const AddedToken& t : tokens)
     if (!t.content.empty()) tokens_.push_back(t);
-  std::stable_sort(tokens_.begin(), tokens_.end(),
-                   [](const AddedToken& a, const AddedToken& b) { return a.content.size() > b.content.size(); });
+  std::stable_sort(tokens_.begin(), tokens_.end(), [](const AddedToken& a, const AddedToken& b) {
+    return a.content.size() > b.content.size();
+  });
   first_byte_.fill(false);
   for (const AddedToken& t : tokens_) first_byte_[static_cast<uint8_t>(t.content[0])] = true;
 }
 
-void AddedTokenMatcher::split(std::string_view text, bool allow_special, std::vector<TextSegment>& out) const {
+void AddedTokenMatcher::split(std::string_view text, bool allow_special,
+                              std::vector<TextSegment>& out) const {
   out.clear();
   size_t plain_begin = 0;  // start of the plain text not yet emitted
   size_t i = 0;

@@ -1,9 +1,9 @@
 #include "tern/tokenizer/bpe.h"
 
-#include <mutex>
-#include <nlohmann/json.hpp>
 #include <algorithm>
 #include <functional>
+#include <mutex>
+#include <nlohmann/json.hpp>
 
 #include "tern/core/error.h"
 #include "tern/tokenizer/byte_level.h"
@@ -48,11 +48,15 @@ BpeModel BpeModel::from_json(const nlohmann::json& model) {
   const std::string type = model.value("type", std::string("BPE"));
   if (type != "BPE") fail("unsupported tokenizer model type \"{}\" (supported: BPE)", type);
   auto non_empty_string = [&](const char* key) {
-    return model.contains(key) && model[key].is_string() && !model[key].get_ref<const std::string&>().empty();
+    return model.contains(key) && model[key].is_string() &&
+           !model[key].get_ref<const std::string&>().empty();
   };
   if (non_empty_string("continuing_subword_prefix") || non_empty_string("end_of_word_suffix"))
-    fail("unsupported BPE option: continuing_subword_prefix/end_of_word_suffix (only byte-level BPE is supported)");
-  if (model.contains("dropout") && !model["dropout"].is_null() && model["dropout"].get<double>() != 0.0)
+    fail(
+        "unsupported BPE option: continuing_subword_prefix/end_of_word_suffix (only byte-level BPE "
+        "is supported)");
+  if (model.contains("dropout") && !model["dropout"].is_null() &&
+      model["dropout"].get<double>() != 0.0)
     fail("unsupported BPE option: dropout");
   if (model.value("byte_fallback", false)) fail("unsupported BPE option: byte_fallback");
 
@@ -81,7 +85,8 @@ BpeModel BpeModel::from_json(const nlohmann::json& model) {
   bpe.merges_.reserve(merges.size());
   auto lookup = [&](std::string_view token, size_t rank) {
     auto it = bpe.vocab_.find(token);
-    if (it == bpe.vocab_.end()) fail("tokenizer merge {} uses \"{}\", which is not in the vocab", rank, token);
+    if (it == bpe.vocab_.end())
+      fail("tokenizer merge {} uses \"{}\", which is not in the vocab", rank, token);
     return it->second;
   };
   int32_t rank = 0;
@@ -104,7 +109,8 @@ BpeModel BpeModel::from_json(const nlohmann::json& model) {
     int32_t a = lookup(left, rank), b = lookup(right, rank);
     merged.assign(left).append(right);
     auto it = bpe.vocab_.find(merged);
-    if (it == bpe.vocab_.end()) fail("tokenizer merge {} produces \"{}\", which is not in the vocab", rank, merged);
+    if (it == bpe.vocab_.end())
+      fail("tokenizer merge {} produces \"{}\", which is not in the vocab", rank, merged);
     // A repeated pair takes its last rank, as tokenizers' HashMap collect does.
     bpe.merges_.insert_or_assign(pair_key(a, b), Merge{rank, it->second});
     ++rank;
@@ -143,7 +149,9 @@ void BpeModel::encode_word(std::string_view bytes, std::vector<int32_t>& ids) co
   if (cacheable) {
     std::lock_guard lock(cache_->mutex);
     if (cache_->words.size() >= kMaxCachedWords) cache_->words.clear();
-    cache_->words.emplace(std::string(bytes), std::vector<int32_t>(ids.begin() + static_cast<ptrdiff_t>(first), ids.end()));
+    cache_->words.emplace(
+        std::string(bytes),
+        std::vector<int32_t>(ids.begin() + static_cast<ptrdiff_t>(first), ids.end()));
   }
 }
 

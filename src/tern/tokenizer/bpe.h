@@ -6,8 +6,8 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include <array>
-#include <functional>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>

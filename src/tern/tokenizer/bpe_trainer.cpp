@@ -10,8 +10,8 @@
 
 namespace tern {
 
-BpeVocabulary train_byte_level_bpe(std::string_view corpus, const PreTokenizer& pre_tokenizer, size_t max_merges,
-                                   size_t min_pair_count) {
+BpeVocabulary train_byte_level_bpe(std::string_view corpus, const PreTokenizer& pre_tokenizer,
+                                   size_t max_merges, size_t min_pair_count) {
   BpeVocabulary vocab;
   std::vector<std::pair<char32_t, int>> alphabet;
   for (int b = 0; b < 256; ++b) alphabet.push_back({byte_to_unicode(static_cast<uint8_t>(b)), b});
@@ -43,13 +43,16 @@ BpeVocabulary train_byte_level_bpe(std::string_view corpus, const PreTokenizer& 
     words.push_back(std::move(w));
   }
 
-  auto key = [](int32_t a, int32_t b) { return (static_cast<uint64_t>(a) << 32) | static_cast<uint32_t>(b); };
+  auto key = [](int32_t a, int32_t b) {
+    return (static_cast<uint64_t>(a) << 32) | static_cast<uint32_t>(b);
+  };
   std::unordered_map<uint64_t, int64_t> pair_counts;
   while (vocab.merges.size() < max_merges) {
     // A full recount per merge: O(corpus) each, fine for a few KB of text.
     pair_counts.clear();
     for (const Word& w : words)
-      for (size_t i = 0; i + 1 < w.symbols.size(); ++i) pair_counts[key(w.symbols[i], w.symbols[i + 1])] += w.count;
+      for (size_t i = 0; i + 1 < w.symbols.size(); ++i)
+        pair_counts[key(w.symbols[i], w.symbols[i + 1])] += w.count;
     int64_t best_count = 0;
     int32_t best_a = -1, best_b = -1;
     for (const auto& [k, count] : pair_counts) {

@@ -23,7 +23,7 @@ struct BpeVocabulary {
 
 // Learns up to `max_merges` merges from `corpus`, split into words by
 // `pre_tokenizer`. Stops early when no pair occurs at least `min_pair_count` times.
-BpeVocabulary train_byte_level_bpe(std::string_view corpus, const PreTokenizer& pre_tokenizer, size_t max_merges,
-                                   size_t min_pair_count = 2);
+BpeVocabulary train_byte_level_bpe(std::string_view corpus, const PreTokenizer& pre_tokenizer,
+                                   size_t max_merges, size_t min_pair_count = 2);
 
 }  // namespace tern

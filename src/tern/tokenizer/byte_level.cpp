@@ -17,7 +17,8 @@ struct ByteTables {
     // U+0100.. in byte order (GPT-2's bytes_to_unicode).
     char32_t next = 256;
     for (int b = 0; b < 256; ++b) {
-      bool printable = (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+      bool printable =
+          (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
       to_unicode[b] = printable ? static_cast<char32_t>(b) : next++;
       to_byte[to_unicode[b]] = static_cast<int16_t>(b);
     }
@@ -30,7 +31,9 @@ const ByteTables& tables() {
 }
 }  // namespace
 
-char32_t byte_to_unicode(uint8_t byte) { return tables().to_unicode[byte]; }
+char32_t byte_to_unicode(uint8_t byte) {
+  return tables().to_unicode[byte];
+}
 
 std::optional<uint8_t> unicode_to_byte(char32_t cp) {
   const auto& t = tables();

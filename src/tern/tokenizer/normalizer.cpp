@@ -13,7 +13,8 @@ namespace tern {
 namespace {
 void add_forms(const nlohmann::json& config, std::vector<Normalizer::Form>& forms) {
   if (config.is_null()) return;
-  if (!config.is_object() || !config.contains("type")) fail("tokenizer normalizer must be an object with a \"type\"");
+  if (!config.is_object() || !config.contains("type"))
+    fail("tokenizer normalizer must be an object with a \"type\"");
   const std::string type = config.at("type").get<std::string>();
   if (type == "NFC") {
     forms.push_back(Normalizer::Form::NFC);
@@ -26,7 +27,8 @@ void add_forms(const nlohmann::json& config, std::vector<Normalizer::Form>& form
   } else if (type == "Sequence") {
     for (const auto& step : config.at("normalizers")) add_forms(step, forms);
   } else {
-    fail("unsupported tokenizer normalizer type \"{}\" (supported: NFC, NFD, NFKC, NFKD, Sequence)", type);
+    fail("unsupported tokenizer normalizer type \"{}\" (supported: NFC, NFD, NFKC, NFKD, Sequence)",
+         type);
   }
 }
 
@@ -50,10 +52,18 @@ void Normalizer::apply(std::string_view text, std::string& out) const {
   for (Form form : forms_) {
     int options = UTF8PROC_STABLE;
     switch (form) {
-      case Form::NFC: options |= UTF8PROC_COMPOSE; break;
-      case Form::NFD: options |= UTF8PROC_DECOMPOSE; break;
-      case Form::NFKC: options |= UTF8PROC_COMPOSE | UTF8PROC_COMPAT; break;
-      case Form::NFKD: options |= UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT; break;
+      case Form::NFC:
+        options |= UTF8PROC_COMPOSE;
+        break;
+      case Form::NFD:
+        options |= UTF8PROC_DECOMPOSE;
+        break;
+      case Form::NFKC:
+        options |= UTF8PROC_COMPOSE | UTF8PROC_COMPAT;
+        break;
+      case Form::NFKD:
+        options |= UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT;
+        break;
     }
     utf8proc_uint8_t* result = nullptr;
     utf8proc_ssize_t n = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(out.data()),

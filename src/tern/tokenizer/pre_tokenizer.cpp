@@ -31,7 +31,8 @@ struct Span {
 
 // Applies a split behavior to the alternating match/gap spans of one piece,
 // following tokenizers' NormalizedString::split exactly.
-void combine(PreTokenizer::Behavior behavior, const std::vector<Span>& spans, std::vector<ByteRange>& out) {
+void combine(PreTokenizer::Behavior behavior, const std::vector<Span>& spans,
+             std::vector<ByteRange>& out) {
   using B = PreTokenizer::Behavior;
   switch (behavior) {
     case B::Isolated:
@@ -102,7 +103,8 @@ void PreTokenizer::add_steps(const nlohmann::json& config) {
     if (pattern.contains("Regex")) {
       regexes_.push_back(std::make_unique<Regex>(pattern.at("Regex").get<std::string>()));
     } else if (pattern.contains("String")) {
-      regexes_.push_back(std::make_unique<Regex>(pattern.at("String").get<std::string>(), /*literal=*/true));
+      regexes_.push_back(
+          std::make_unique<Regex>(pattern.at("String").get<std::string>(), /*literal=*/true));
     } else {
       fail("tokenizer Split pattern must have \"Regex\" or \"String\", got {}", pattern.dump());
     }
@@ -119,7 +121,8 @@ void PreTokenizer::add_steps(const nlohmann::json& config) {
     }
     steps_.push_back(step);
   } else {
-    fail("unsupported tokenizer pre_tokenizer type \"{}\" (supported: Split, ByteLevel, Sequence)", type);
+    fail("unsupported tokenizer pre_tokenizer type \"{}\" (supported: Split, ByteLevel, Sequence)",
+         type);
   }
 }
 
@@ -129,7 +132,8 @@ bool PreTokenizer::has_byte_level() const {
   return false;
 }
 
-void PreTokenizer::apply_split(const Step& step, const std::string& buffer, const std::vector<ByteRange>& in,
+void PreTokenizer::apply_split(const Step& step, const std::string& buffer,
+                               const std::vector<ByteRange>& in,
                                std::vector<ByteRange>& out) const {
   std::vector<ByteRange> matches;
   std::vector<Span> spans;
@@ -140,7 +144,8 @@ void PreTokenizer::apply_split(const Step& step, const std::string& buffer, cons
     spans.clear();
     size_t last = 0;
     for (const ByteRange& m : matches) {
-      if (m.begin > last) spans.push_back({{piece.begin + last, piece.begin + m.begin}, step.invert});
+      if (m.begin > last)
+        spans.push_back({{piece.begin + last, piece.begin + m.begin}, step.invert});
       spans.push_back({{piece.begin + m.begin, piece.begin + m.end}, !step.invert});
       last = m.end;
     }
@@ -161,7 +166,8 @@ void PreTokenizer::split(std::string& buffer, std::vector<ByteRange>& pieces) co
       for (ByteRange& piece : pieces) {
         if (buffer[piece.begin] == ' ') continue;
         size_t begin = buffer.size();
-        buffer.reserve(begin + 1 + (piece.end - piece.begin));  // appending from itself: no reallocation
+        buffer.reserve(begin + 1 +
+                       (piece.end - piece.begin));  // appending from itself: no reallocation
         buffer += ' ';
         buffer.append(buffer, piece.begin, piece.end - piece.begin);
         piece = {begin, buffer.size()};

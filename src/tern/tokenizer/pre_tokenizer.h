@@ -28,7 +28,7 @@ class PreTokenizer {
   // True if a ByteLevel step is present (required for byte-level BPE).
   bool has_byte_level() const;
 
-  // How Split keeps its delimiters are kept, as in the Rust `tokenizers` crate.
+  // How Split keeps its delimiters, as in the Rust `tokenizers` crate.
   enum class Behavior { Removed, Isolated, MergedWithPrevious, MergedWithNext, Contiguous };
 
  private:

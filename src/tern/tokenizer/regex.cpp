@@ -11,7 +11,8 @@ namespace tern {
 namespace {
 // Unicode White_Space as a PCRE2 class body.
 constexpr std::string_view kWhiteSpaceClass =
-    "\\x{9}-\\x{D}\\x{20}\\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}"
+    "\\x{9}-\\x{D}\\x{20}\\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{"
+    "205F}"
     "\\x{3000}";
 
 std::string pcre2_message(int code) {
@@ -74,16 +75,18 @@ struct Regex::Code {
   ~Code() { pcre2_code_free(code); }
 };
 
-Regex::Regex(std::string_view pattern, bool literal) : pattern_(pattern), code_(std::make_unique<Code>()) {
+Regex::Regex(std::string_view pattern, bool literal)
+    : pattern_(pattern), code_(std::make_unique<Code>()) {
   std::string compiled = literal ? std::string(pattern) : translate_oniguruma_pattern(pattern);
   // PCRE2 refuses UCP together with LITERAL; a literal has no classes anyway.
   uint32_t options = literal ? PCRE2_UTF | PCRE2_LITERAL : PCRE2_UTF | PCRE2_UCP;
   int error = 0;
   PCRE2_SIZE error_offset = 0;
-  code_->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(compiled.data()), compiled.size(), options, &error,
-                              &error_offset, nullptr);
+  code_->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(compiled.data()), compiled.size(),
+                              options, &error, &error_offset, nullptr);
   if (!code_->code)
-    fail("cannot compile tokenizer regex /{}/ at offset {}: {}", pattern_, error_offset, pcre2_message(error));
+    fail("cannot compile tokenizer regex /{}/ at offset {}: {}", pattern_, error_offset,
+         pcre2_message(error));
   // JIT is 3-10x faster for these patterns; without it (unsupported CPU or
   // a PCRE2 built without JIT) the interpreter gives the same matches.
   jit_ = pcre2_jit_compile(code_->code, PCRE2_JIT_COMPLETE) == 0;
@@ -111,7 +114,8 @@ void Regex::find_all(std::string_view subject, std::vector<ByteRange>& matches) 
       continue;
     }
     if (rc == PCRE2_ERROR_NOMATCH) break;
-    if (rc < 0) fail("tokenizer regex /{}/ failed at byte {}: {}", pattern_, offset, pcre2_message(rc));
+    if (rc < 0)
+      fail("tokenizer regex /{}/ failed at byte {}: {}", pattern_, offset, pcre2_message(rc));
     const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(data.get());
     size_t begin = ov[0], end = ov[1];
     if (end == begin) {

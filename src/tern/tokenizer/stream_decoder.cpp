@@ -39,7 +39,9 @@ size_t valid_subpart(std::string_view s, int& needed) {
 }
 }  // namespace
 
-std::string StreamDecoder::push(int32_t id) { return push_bytes(tokenizer_->token_piece(id)); }
+std::string StreamDecoder::push(int32_t id) {
+  return push_bytes(tokenizer_->token_piece(id));
+}
 
 std::string StreamDecoder::push_bytes(std::string_view bytes) {
   pending_.append(bytes);

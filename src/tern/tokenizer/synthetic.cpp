@@ -23,19 +23,26 @@ struct QwenAddedToken {
 };
 // Qwen3's added tokens in id order, with its special flags.
 constexpr QwenAddedToken kQwen3AddedTokens[] = {
-    {"<|endoftext|>", true},    {"<|im_start|>", true},      {"<|im_end|>", true},
-    {"<|object_ref_start|>", true}, {"<|object_ref_end|>", true}, {"<|box_start|>", true},
-    {"<|box_end|>", true},      {"<|quad_start|>", true},    {"<|quad_end|>", true},
-    {"<|vision_start|>", true}, {"<|vision_end|>", true},    {"<|vision_pad|>", true},
-    {"<|image_pad|>", true},    {"<|video_pad|>", true},     {"<tool_call>", false},
-    {"</tool_call>", false},    {"<|fim_prefix|>", false},   {"<|fim_middle|>", false},
-    {"<|fim_suffix|>", false},  {"<|fim_pad|>", false},      {"<|repo_name|>", false},
-    {"<|file_sep|>", false},    {"<tool_response>", false},  {"</tool_response>", false},
-    {"<think>", false},         {"</think>", false},
+    {"<|endoftext|>", true},      {"<|im_start|>", true},
+    {"<|im_end|>", true},         {"<|object_ref_start|>", true},
+    {"<|object_ref_end|>", true}, {"<|box_start|>", true},
+    {"<|box_end|>", true},        {"<|quad_start|>", true},
+    {"<|quad_end|>", true},       {"<|vision_start|>", true},
+    {"<|vision_end|>", true},     {"<|vision_pad|>", true},
+    {"<|image_pad|>", true},      {"<|video_pad|>", true},
+    {"<tool_call>", false},       {"</tool_call>", false},
+    {"<|fim_prefix|>", false},    {"<|fim_middle|>", false},
+    {"<|fim_suffix|>", false},    {"<|fim_pad|>", false},
+    {"<|repo_name|>", false},     {"<|file_sep|>", false},
+    {"<tool_response>", false},   {"</tool_response>", false},
+    {"<think>", false},           {"</think>", false},
 };
 
 ordered_json byte_level(bool use_regex) {
-  return {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false}, {"use_regex", use_regex}};
+  return {{"type", "ByteLevel"},
+          {"add_prefix_space", false},
+          {"trim_offsets", false},
+          {"use_regex", use_regex}};
 }
 
 ordered_json pre_tokenizer_config() {
@@ -54,7 +61,8 @@ ordered_json added_token_fields(const QwenAddedToken& t) {
 
 SyntheticTokenizer build_synthetic_tokenizer(const SyntheticTokenizerOptions& options) {
   const ordered_json pre = pre_tokenizer_config();
-  BpeVocabulary bpe = train_byte_level_bpe(kSyntheticTokenizerCorpus, PreTokenizer::from_json(pre), options.merges);
+  BpeVocabulary bpe =
+      train_byte_level_bpe(kSyntheticTokenizerCorpus, PreTokenizer::from_json(pre), options.merges);
   const auto first_added = static_cast<int32_t>(bpe.tokens.size());
 
   ordered_json added = ordered_json::array();
@@ -66,7 +74,7 @@ SyntheticTokenizer build_synthetic_tokenizer(const SyntheticTokenizerOptions& op
     entry.update(added_token_fields(t));
     added.push_back(entry);
     // tokenizer_config.json lists the same fields keyed by id, sorted by name.
-    ordered_json fields = {{"content", t.content}, {"lstrip", false},       {"normalized", false},
+    ordered_json fields = {{"content", t.content}, {"lstrip", false},      {"normalized", false},
                            {"rstrip", false},      {"single_word", false}, {"special", t.special}};
     added_decoder[std::to_string(id)] = fields;
     if (t.special && t.content != "<|endoftext|>") additional_special.push_back(t.content);

@@ -46,13 +46,16 @@ int32_t parse_post_processor(const nlohmann::json& config) {
     if (single.empty() || !single[0].contains("SpecialToken")) return -1;
     std::string name = single[0]["SpecialToken"].at("id").get<std::string>();
     const auto& specials = config.at("special_tokens");
-    if (!specials.contains(name)) fail("post_processor template uses \"{}\", missing from its special_tokens", name);
+    if (!specials.contains(name))
+      fail("post_processor template uses \"{}\", missing from its special_tokens", name);
     const auto& ids = specials[name].at("ids");
     if (ids.size() != 1) fail("post_processor special token \"{}\" must map to one id", name);
     return ids[0].get<int32_t>();
   }
-  fail("unsupported tokenizer post_processor type \"{}\" (supported: ByteLevel, TemplateProcessing, Sequence)",
-       type);
+  fail(
+      "unsupported tokenizer post_processor type \"{}\" (supported: ByteLevel, TemplateProcessing, "
+      "Sequence)",
+      type);
 }
 
 std::vector<AddedToken> parse_added_tokens(const nlohmann::json& list) {
@@ -87,7 +90,8 @@ Tokenizer Tokenizer::from_json_text(std::string_view json_text, std::string_view
   }
   Tokenizer tok;
   try {
-    if (!root.is_object() || !root.contains("model")) fail("no \"model\" object (is this a tokenizer.json?)");
+    if (!root.is_object() || !root.contains("model"))
+      fail("no \"model\" object (is this a tokenizer.json?)");
     tok.normalizer_ = Normalizer::from_json(root.value("normalizer", nlohmann::json()));
     tok.pre_tokenizer_ = PreTokenizer::from_json(root.value("pre_tokenizer", nlohmann::json()));
     if (!tok.pre_tokenizer_.has_byte_level())
@@ -137,15 +141,24 @@ const Tokenizer::TokenInfo& Tokenizer::info(int32_t id) const {
 bool Tokenizer::has_token(int32_t id) const {
   return id >= 0 && static_cast<size_t>(id) < tokens_.size() && tokens_[id].present;
 }
-bool Tokenizer::is_added(int32_t id) const { return has_token(id) && tokens_[id].added; }
-bool Tokenizer::is_special(int32_t id) const { return has_token(id) && tokens_[id].special; }
-const std::string& Tokenizer::token_piece(int32_t id) const { return info(id).bytes; }
-const std::string& Tokenizer::token_string(int32_t id) const { return info(id).vocab_string; }
+bool Tokenizer::is_added(int32_t id) const {
+  return has_token(id) && tokens_[id].added;
+}
+bool Tokenizer::is_special(int32_t id) const {
+  return has_token(id) && tokens_[id].special;
+}
+const std::string& Tokenizer::token_piece(int32_t id) const {
+  return info(id).bytes;
+}
+const std::string& Tokenizer::token_string(int32_t id) const {
+  return info(id).vocab_string;
+}
 
 int32_t Tokenizer::token_id(std::string_view piece) const {
   if (auto it = added_by_content_.find(piece); it != added_by_content_.end()) return it->second;
   if (auto it = model_.vocab().find(piece); it != model_.vocab().end()) return it->second;
-  if (auto it = model_.vocab().find(bytes_to_byte_level(piece)); it != model_.vocab().end()) return it->second;
+  if (auto it = model_.vocab().find(bytes_to_byte_level(piece)); it != model_.vocab().end())
+    return it->second;
   return -1;
 }
 

@@ -35,7 +35,8 @@ class Tokenizer {
   // naming the file and the component type.
   static Tokenizer load(const std::filesystem::path& tokenizer_json);
   // Parses tokenizer.json text; `origin` names it in error messages.
-  static Tokenizer from_json_text(std::string_view json_text, std::string_view origin = "tokenizer.json");
+  static Tokenizer from_json_text(std::string_view json_text,
+                                  std::string_view origin = "tokenizer.json");
 
   // Text (must be valid UTF-8, else tern::Error naming the byte) -> ids.
   std::vector<int32_t> encode(std::string_view text, const EncodeOptions& options = {}) const;

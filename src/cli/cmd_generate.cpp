@@ -1,0 +1,66 @@
+// tern generate <model> (--prompt TEXT | --tokens 1,2,3) [-n N] [--json]: raw completion.
+#include <fmt/format.h>
+
+#include <cstdio>
+
+#include "cli/commands.h"
+#include "cli/engine_flags.h"
+#include "tern/tokenizer/stream_decoder.h"
+
+namespace tern::cli {
+
+void add_generate_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("generate", "Complete a prompt (raw text, no chat template)");
+  struct Flags {
+    EngineFlags engine;
+    SamplingFlags sampling;
+    PromptFlags prompt;
+    int64_t n = 128;
+    bool json = false;
+    bool ignore_eos = false;
+  };
+  auto f = std::make_shared<Flags>();
+  f->engine.add(cmd);
+  f->prompt.add(cmd);
+  f->sampling.add(cmd);
+  cmd->add_option("-n,--max-tokens", f->n, "Maximum new tokens")->default_val(128)->check(CLI::PositiveNumber);
+  cmd->add_flag("--json", f->json, "Print {\"tokens\", \"text\", \"stats\"} as JSON");
+  cmd->add_flag("--ignore-eos", f->ignore_eos, "Do not stop at end-of-sequence tokens");
+  cmd->callback([f] {
+    Engine engine(f->engine.options());
+    Session session(engine);
+    std::vector<int32_t> prompt = f->prompt.ids(engine);
+    GenerateOptions g;
+    g.max_new_tokens = f->n;
+    g.sampling = f->sampling.options(engine.default_sampling());
+    if (!f->ignore_eos) g.stop_tokens = engine.stop_tokens();
+    std::unique_ptr<StreamDecoder> stream;
+    if (!f->json && engine.has_tokenizer()) stream = std::make_unique<StreamDecoder>(engine.tokenizer());
+    GenerationStats stats;
+    auto out = generate(session, prompt, g, [&](int32_t id) {
+      if (stream) {
+        std::string piece = stream->push(id);
+        std::fwrite(piece.data(), 1, piece.size(), stdout);
+        std::fflush(stdout);
+      } else if (!f->json) {
+        fmt::print("{} ", id);
+        std::fflush(stdout);
+      }
+      return true;
+    }, &stats);
+    if (f->json) {
+      nlohmann::json j = {{"prompt_tokens", prompt}, {"tokens", out}, {"stats", stats.to_json()}};
+      j["text"] = engine.has_tokenizer() ? engine.tokenizer().decode(out) : "";
+      fmt::print("{}\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+    } else {
+      if (stream) {
+        std::string rest = stream->flush();
+        std::fwrite(rest.data(), 1, rest.size(), stdout);
+      }
+      std::fputc('\n', stdout);
+    }
+    if (f->engine.stats) fmt::print(stderr, "{}\n", stats.summary());
+  });
+}
+
+}  // namespace tern::cli

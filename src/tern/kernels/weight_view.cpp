@@ -1,0 +1,55 @@
+#include "tern/kernels/weight_view.h"
+
+#include <cstring>
+
+#include "tern/core/error.h"
+#include "tern/kernels/convert.h"
+
+namespace tern {
+
+bool weight_format_supported(TensorFormat format) {
+  switch (format) {
+    case TensorFormat::F32:
+    case TensorFormat::F16:
+    case TensorFormat::BF16: return true;
+    default: return false;
+  }
+}
+
+void check_weight_view(const WeightView& w, const char* what) {
+  if (!weight_format_supported(w.format))
+    fail("{}: weight format '{}' is not supported by the kernels (f32, f16, bf16)", what,
+         format_name(w.format));
+  if (w.rows < 0 || w.cols < 0) fail("{}: negative weight shape [{}, {}]", what, w.rows, w.cols);
+  if (w.data == nullptr && w.rows > 0 && w.cols > 0)
+    fail("{}: null weight data for shape [{}, {}]", what, w.rows, w.cols);
+}
+
+int64_t weight_row_bytes(const WeightView& w) {
+  check_weight_view(w, "weight_row_bytes");
+  return w.cols * static_cast<int64_t>(format_info(w.format).block_bytes);
+}
+
+WeightView weight_rows(const WeightView& w, int64_t begin, int64_t count) {
+  if (begin < 0 || count < 0 || begin > w.rows || count > w.rows - begin)
+    fail("weight_rows: rows [{}, {}) out of range for {} rows", begin, begin + count, w.rows);
+  WeightView sub = w;
+  sub.rows = count;
+  if (w.data != nullptr) sub.data = static_cast<const uint8_t*>(w.data) + begin * weight_row_bytes(w);
+  return sub;
+}
+
+void dequantize_row(const WeightView& w, int64_t row, float* out) {
+  check_weight_view(w, "dequantize_row");
+  if (row < 0 || row >= w.rows) fail("dequantize_row: row {} out of range [0, {})", row, w.rows);
+  const uint8_t* p = static_cast<const uint8_t*>(w.data) + row * weight_row_bytes(w);
+  switch (w.format) {
+    case TensorFormat::F32: std::memcpy(out, p, static_cast<size_t>(w.cols) * 4); return;
+    case TensorFormat::BF16: convert_row<TensorFormat::BF16>(p, 0, w.cols, out); return;
+    case TensorFormat::F16: convert_row<TensorFormat::F16>(p, 0, w.cols, out); return;
+    default: break;
+  }
+  fail("dequantize_row: unsupported format '{}'", format_name(w.format));
+}
+
+}  // namespace tern

@@ -1,0 +1,42 @@
+#pragma once
+// Self-attention block shared by the decoder architectures: q/k/v
+// projections (+ optional biases), optional per-head q/k RMSNorm (Qwen3),
+// RoPE, grouped-query causal attention over the KV cache, output projection.
+#include <cstdint>
+#include <vector>
+
+#include "tern/kernels/weight_view.h"
+#include "tern/models/kv_cache.h"
+#include "tern/models/scratch.h"
+
+namespace tern {
+
+class ThreadPool;
+
+struct AttentionWeights {
+  WeightView q, k, v, o;
+  const float* q_bias = nullptr;
+  const float* k_bias = nullptr;
+  const float* v_bias = nullptr;
+  const float* o_bias = nullptr;
+  const float* q_norm = nullptr;  // [head_dim], per-head RMSNorm before RoPE
+  const float* k_norm = nullptr;
+};
+
+struct AttentionShape {
+  int64_t hidden = 0;
+  int64_t n_heads = 0;
+  int64_t n_kv_heads = 0;
+  int64_t head_dim = 0;
+  float norm_eps = 1e-6f;
+  float scale = 0;                 // softmax scale, usually 1/sqrt(head_dim)
+  const float* rope_inv_freq = nullptr;  // [head_dim / 2]
+};
+
+// x: [n, hidden] normalised inputs of tokens at positions start..start+n-1.
+// Appends their keys/values to `kv` at `layer`; writes out: [n, hidden].
+void attention_forward(const AttentionWeights& w, const AttentionShape& s, const float* x, int64_t n,
+                       int64_t start, KVCache& kv, int64_t layer, float* out, Scratch& scratch,
+                       ThreadPool* pool);
+
+}  // namespace tern

@@ -1,0 +1,206 @@
+#include "tern/runtime/engine.h"
+
+#include <chrono>
+#include <limits>
+#include <thread>
+
+#include "tern/core/error.h"
+#include "tern/core/file.h"
+#include "tern/core/memory.h"
+#include "tern/core/units.h"
+
+namespace tern {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+json read_json_if_exists(const fs::path& p) {
+  if (!fs::exists(p)) return json::object();
+  try {
+    return json::parse(read_text_file(p));
+  } catch (const json::parse_error& e) {
+    fail("{}: invalid JSON: {}", p.string(), e.what());
+  }
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+Engine::Engine(const EngineOptions& opt) {
+  container_ = std::make_unique<TernModel>(TernModel::open(opt.model));
+  const ModelConfig& cfg = container_->config();
+  const Manifest& m = container_->manifest();
+
+  uint64_t all_experts = 0;
+  for (const auto& l : m.expert_layers) all_experts += l.stride * static_cast<uint64_t>(l.num_experts);
+  const uint64_t minimum = ExpertCache::minimum_budget(m, cfg.num_experts_per_tok);
+  uint64_t budget;
+  if (opt.ram_bytes) {
+    budget = *opt.ram_bytes;
+    if (!m.expert_layers.empty() && budget < minimum)
+      fail("--ram {} is below this model's minimum: the top-{} experts of one layer need {} (use --ram {}M or more)",
+           format_bytes(budget), cfg.num_experts_per_tok, format_bytes(minimum),
+           (minimum + (1ull << 20) - 1) >> 20);
+  } else {
+    budget = std::max(minimum, std::min(all_experts, physical_memory_bytes() / 2));
+  }
+  store_ = std::make_unique<ExpertStore>(*container_, ExpertStoreOptions{opt.direct_io, opt.verify});
+  cache_ = std::make_unique<ExpertCache>(*store_, budget);
+
+  int threads = opt.threads > 0 ? opt.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  pool_ = std::make_unique<ThreadPool>(threads);
+  model_ = load_model(*container_, *cache_, pool_.get(), ModelOptions{opt.verify});
+
+  context_ = opt.context > 0 ? opt.context : std::min<int64_t>(cfg.max_position_embeddings, 4096);
+  if (context_ > cfg.max_position_embeddings)
+    fail("--ctx {} exceeds the model's max_position_embeddings {}", context_, cfg.max_position_embeddings);
+
+  if (fs::exists(container_->dir() / "tokenizer.json")) {
+    tokenizer_ = std::make_unique<Tokenizer>(Tokenizer::load(container_->dir() / "tokenizer.json"));
+    for (int64_t id = 0; id < cfg.vocab_size; ++id)
+      if (!tokenizer_->has_token(static_cast<int32_t>(id))) unusable_tokens_.push_back(static_cast<int32_t>(id));
+  }
+
+  // Stop tokens and sampling defaults, as a Hugging Face user would get them.
+  json gen = read_json_if_exists(container_->dir() / "generation_config.json");
+  auto add_stop = [&](int64_t id) {
+    if (id >= 0 && id < cfg.vocab_size && std::find(stop_tokens_.begin(), stop_tokens_.end(), id) == stop_tokens_.end())
+      stop_tokens_.push_back(static_cast<int32_t>(id));
+  };
+  if (gen.contains("eos_token_id")) {
+    if (gen["eos_token_id"].is_number_integer()) add_stop(gen["eos_token_id"].get<int64_t>());
+    if (gen["eos_token_id"].is_array())
+      for (const auto& v : gen["eos_token_id"])
+        if (v.is_number_integer()) add_stop(v.get<int64_t>());
+  }
+  if (cfg.raw.contains("eos_token_id") && cfg.raw["eos_token_id"].is_number_integer())
+    add_stop(cfg.raw["eos_token_id"].get<int64_t>());
+  json tok_cfg = read_json_if_exists(container_->dir() / "tokenizer_config.json");
+  if (tokenizer_ && tok_cfg.contains("eos_token") && tok_cfg["eos_token"].is_string())
+    add_stop(tokenizer_->token_id(tok_cfg["eos_token"].get<std::string>()));
+  if (tokenizer_) add_stop(tokenizer_->token_id("<|im_end|>"));
+
+  if (gen.contains("temperature") && gen["temperature"].is_number())
+    default_sampling_.temperature = gen["temperature"].get<float>();
+  if (gen.contains("top_k") && gen["top_k"].is_number_integer()) default_sampling_.top_k = gen["top_k"].get<int64_t>();
+  if (gen.contains("top_p") && gen["top_p"].is_number()) default_sampling_.top_p = gen["top_p"].get<float>();
+  if (gen.contains("min_p") && gen["min_p"].is_number()) default_sampling_.min_p = gen["min_p"].get<float>();
+  if (gen.contains("repetition_penalty") && gen["repetition_penalty"].is_number())
+    default_sampling_.repetition_penalty = gen["repetition_penalty"].get<float>();
+  if (gen.contains("do_sample") && gen["do_sample"].is_boolean() && !gen["do_sample"].get<bool>())
+    default_sampling_.greedy = true;
+}
+
+const Tokenizer& Engine::tokenizer() const {
+  if (!tokenizer_) fail("{} has no tokenizer.json; pass token ids (--tokens) instead of text", container_->dir().string());
+  return *tokenizer_;
+}
+
+Session::Session(Engine& engine) : engine_(engine), kv_(engine.model().make_kv_cache(engine.context())) {}
+
+const std::vector<float>& Session::feed(std::span<const int32_t> tokens, bool all_positions, ForwardTrace* trace) {
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  if (n == 0) fail("no tokens to process");
+  if (position() + n > engine_.context())
+    fail("{} tokens do not fit the context: {} already used of {} (raise --ctx, up to the model's {})", n,
+         position(), engine_.context(), engine_.config().max_position_embeddings);
+  const int64_t vocab = engine_.config().vocab_size;
+  logits_.resize(static_cast<size_t>((all_positions ? n : 1) * vocab));
+  engine_.model().forward(tokens, position(), kv_, logits_.data(), all_positions, trace);
+  tokens_.insert(tokens_.end(), tokens.begin(), tokens.end());
+  return logits_;
+}
+
+nlohmann::json GenerationStats::to_json() const {
+  return {{"prompt_tokens", prompt_tokens},
+          {"generated_tokens", generated_tokens},
+          {"prefill_seconds", prefill_seconds},
+          {"decode_seconds", decode_seconds},
+          {"time_to_first_token", time_to_first_token},
+          {"prefill_tokens_per_second", prefill_seconds > 0 ? prompt_tokens / prefill_seconds : 0},
+          {"decode_tokens_per_second", decode_seconds > 0 && generated_tokens > 1 ? (generated_tokens - 1) / decode_seconds : 0},
+          {"experts_needed", experts_needed},
+          {"cache_lookups", cache_lookups},
+          {"cache_hits", cache_hits},
+          {"cache_misses", cache_misses},
+          {"hit_rate", cache_lookups ? static_cast<double>(cache_hits) / static_cast<double>(cache_lookups) : 0},
+          {"bytes_read", bytes_read},
+          {"read_seconds", read_seconds},
+          {"peak_rss", peak_rss},
+          {"trunk_bytes", trunk_bytes},
+          {"kv_bytes", kv_bytes},
+          {"cache_budget", cache_budget}};
+}
+
+std::string GenerationStats::summary() const {
+  const int64_t total = prompt_tokens + generated_tokens;
+  const double decode_tps = decode_seconds > 0 && generated_tokens > 1 ? (generated_tokens - 1) / decode_seconds : 0;
+  const double mib_per_token = total ? static_cast<double>(bytes_read) / (1 << 20) / static_cast<double>(total) : 0;
+  return fmt::format(
+      "prefill: {} tokens, {:.2f} tok/s | decode: {} tokens, {:.2f} tok/s | time to first token {:.3f}s\n"
+      "experts: {} needed, hit rate {:.1f}% ({} hits, {} misses), read {} ({:.2f} MiB/token) in {:.2f}s\n"
+      "memory: peak RSS {} (trunk {}, KV {}, expert cache budget {})",
+      prompt_tokens, prefill_seconds > 0 ? prompt_tokens / prefill_seconds : 0, generated_tokens, decode_tps,
+      time_to_first_token, experts_needed,
+      cache_lookups ? 100.0 * static_cast<double>(cache_hits) / static_cast<double>(cache_lookups) : 0.0,
+      cache_hits, cache_misses, format_bytes(bytes_read), mib_per_token, read_seconds, format_bytes(peak_rss),
+      format_bytes(trunk_bytes), format_bytes(kv_bytes), format_bytes(cache_budget));
+}
+
+std::vector<int32_t> generate(Session& session, std::span<const int32_t> prompt, const GenerateOptions& options,
+                              const std::function<bool(int32_t)>& on_token, GenerationStats* stats) {
+  Engine& engine = session.engine();
+  const ExpertCacheStats cache0 = engine.cache().stats();
+  const uint64_t needed0 = engine.model().counters().experts_needed;
+  Sampler sampler(options.sampling);
+  std::vector<int32_t> out;
+  auto t0 = std::chrono::steady_clock::now();
+  std::vector<float> logits = session.feed(prompt);
+  const double prefill = seconds_since(t0);
+  double decode = 0;
+  double ttft = 0;
+  auto t1 = std::chrono::steady_clock::now();
+  const float neg_inf = -std::numeric_limits<float>::infinity();
+  while (static_cast<int64_t>(out.size()) < options.max_new_tokens) {
+    for (int32_t id : engine.unusable_tokens()) logits[static_cast<size_t>(id)] = neg_inf;
+    int32_t next = sampler.sample(logits, session.tokens());
+    out.push_back(next);
+    if (out.size() == 1) {
+      ttft = seconds_since(t0);
+      t1 = std::chrono::steady_clock::now();
+    }
+    bool stop = std::find(options.stop_tokens.begin(), options.stop_tokens.end(), next) != options.stop_tokens.end();
+    if (on_token && !on_token(next)) stop = true;
+    if (stop || static_cast<int64_t>(out.size()) >= options.max_new_tokens) break;
+    if (session.position() + 1 > engine.context()) break;  // context full: stop, as llama.cpp does
+    logits = session.feed(std::span<const int32_t>(&next, 1));
+  }
+  if (out.size() > 1) decode = seconds_since(t1);
+  if (stats) {
+    const ExpertCacheStats c = engine.cache().stats();
+    stats->prompt_tokens = static_cast<int64_t>(prompt.size());
+    stats->generated_tokens = static_cast<int64_t>(out.size());
+    stats->prefill_seconds = prefill;
+    stats->decode_seconds = decode;
+    stats->time_to_first_token = ttft;
+    stats->experts_needed = engine.model().counters().experts_needed - needed0;
+    stats->cache_lookups = c.lookups - cache0.lookups;
+    stats->cache_hits = c.hits - cache0.hits;
+    stats->cache_misses = c.misses - cache0.misses;
+    stats->bytes_read = c.bytes_read - cache0.bytes_read;
+    stats->read_seconds = c.read_seconds - cache0.read_seconds;
+    stats->peak_rss = peak_rss_bytes();
+    stats->trunk_bytes = engine.model().resident_bytes();
+    stats->kv_bytes = static_cast<uint64_t>(engine.config().num_layers) * 2 * sizeof(float) *
+                      static_cast<uint64_t>(engine.context() * engine.config().num_kv_heads * engine.config().head_dim);
+    stats->cache_budget = engine.cache().budget();
+  }
+  return out;
+}
+
+}  // namespace tern

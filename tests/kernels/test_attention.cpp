@@ -1,0 +1,99 @@
+// attention_decode against a naive float64 implementation with grouped-query
+// heads, and across thread counts and kernel paths.
+#include "tern/kernels/attention.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "kernels/kernel_test_util.h"
+#include "tern/core/error.h"
+#include "tern/core/thread_pool.h"
+
+namespace tern {
+namespace {
+
+using testing::random_floats;
+
+std::vector<double> naive_attention(const std::vector<float>& q, const std::vector<float>& k,
+                                    const std::vector<float>& v, int64_t n_pos, int64_t n_heads,
+                                    int64_t n_kv, int64_t d, double scale) {
+  std::vector<double> out(static_cast<size_t>(n_heads * d), 0.0);
+  for (int64_t h = 0; h < n_heads; ++h) {
+    int64_t kv = h / (n_heads / n_kv);
+    std::vector<double> s(static_cast<size_t>(n_pos));
+    double max = -INFINITY;
+    for (int64_t p = 0; p < n_pos; ++p) {
+      double acc = 0;
+      for (int64_t i = 0; i < d; ++i) acc += static_cast<double>(q[h * d + i]) * k[(p * n_kv + kv) * d + i];
+      s[p] = acc * scale;
+      max = std::max(max, s[p]);
+    }
+    double sum = 0;
+    for (auto& e : s) sum += (e = std::exp(e - max));
+    for (int64_t p = 0; p < n_pos; ++p)
+      for (int64_t i = 0; i < d; ++i) out[h * d + i] += s[p] / sum * v[(p * n_kv + kv) * d + i];
+  }
+  return out;
+}
+
+struct Case {
+  int64_t n_pos, n_heads, n_kv, head_dim;
+};
+
+std::vector<float> run(const Case& c, const std::vector<float>& q, const std::vector<float>& k,
+                       const std::vector<float>& v, ThreadPool* pool) {
+  std::vector<float> out(static_cast<size_t>(c.n_heads * c.head_dim), -7.0f);
+  std::vector<float> scratch(static_cast<size_t>(attention_decode_scratch_floats(c.n_heads, c.n_pos)));
+  attention_decode(q.data(), k.data(), v.data(), c.n_pos, c.n_heads, c.n_kv, c.head_dim,
+                   1.0f / std::sqrt(static_cast<float>(c.head_dim)), out.data(), scratch.data(), pool);
+  return out;
+}
+
+TEST(Kernels, AttentionDecodeMatchesNaiveFloat64WithGqa) {
+  const Case cases[] = {
+      {1, 4, 2, 64}, {7, 8, 2, 64}, {100, 8, 1, 24}, {33, 4, 4, 128}, {300, 16, 4, 17},
+  };
+  for (KernelPath path : testing::supported_paths()) {
+    ScopedKernelPath scoped(path);
+    for (const Case& c : cases) {
+      // Keys scaled up so the softmax is peaked, not uniform.
+      auto q = random_floats(c.n_heads * c.head_dim, 1, -2.0f, 2.0f);
+      auto k = random_floats(c.n_pos * c.n_kv * c.head_dim, 2, -2.0f, 2.0f);
+      auto v = random_floats(c.n_pos * c.n_kv * c.head_dim, 3);
+      auto out = run(c, q, k, v, nullptr);
+      auto ref = naive_attention(q, k, v, c.n_pos, c.n_heads, c.n_kv, c.head_dim,
+                                 1.0 / std::sqrt(static_cast<double>(c.head_dim)));
+      // |v| <= 1; the score errors (~1e-6 relative) move the weights by
+      // ~1e-6 * |score| and the weighted sum adds n_pos roundings.
+      for (size_t i = 0; i < out.size(); ++i)
+        ASSERT_NEAR(out[i], ref[i], 2e-6 + 2e-8 * c.n_pos)
+            << kernel_path_name(path) << " n_pos " << c.n_pos << " heads " << c.n_heads << "/"
+            << c.n_kv << " d " << c.head_dim << " at " << i;
+    }
+  }
+}
+
+TEST(Kernels, AttentionDecodeIsBitIdenticalForOneTwoAndThreeThreads) {
+  ThreadPool pool2(2), pool3(3);
+  Case c{513, 16, 4, 64};
+  auto q = random_floats(c.n_heads * c.head_dim, 4);
+  auto k = random_floats(c.n_pos * c.n_kv * c.head_dim, 5);
+  auto v = random_floats(c.n_pos * c.n_kv * c.head_dim, 6);
+  auto one = run(c, q, k, v, nullptr);
+  EXPECT_TRUE(testing::same_bits(one, run(c, q, k, v, &pool2)));
+  EXPECT_TRUE(testing::same_bits(one, run(c, q, k, v, &pool3)));
+}
+
+TEST(Kernels, AttentionDecodeRejectsBadHeadCounts) {
+  std::vector<float> buf(64);
+  EXPECT_THROW(attention_decode(buf.data(), buf.data(), buf.data(), 1, 3, 2, 4, 1.0f, buf.data(),
+                                buf.data(), nullptr),
+               Error);
+  EXPECT_THROW(attention_decode(buf.data(), buf.data(), buf.data(), 0, 2, 2, 4, 1.0f, buf.data(),
+                                buf.data(), nullptr),
+               Error);
+}
+
+}  // namespace
+}  // namespace tern
