@@ -64,8 +64,14 @@ struct Avx2Tiles {
     __m256 acc0[R][T], acc1[R][T];  // lanes 0-7 and 8-15 of each dot
     for (int r = 0; r < R; ++r)
       for (int t = 0; t < T; ++t) acc0[r][t] = acc1[r][t] = _mm256_setzero_ps();
+    // The rows after this tile are read next; a row of a typical matrix is
+    // one 4 KiB page, where hardware prefetchers stop, so fetch them now.
+    const uint8_t* next_rows = w + TERN_PF * R * w_stride;
     int64_t j = 0;
     for (; j + 16 <= cols; j += 16) {
+      for (int r = 0; r < R; ++r)
+        _mm_prefetch(reinterpret_cast<const char*>(next_rows + r * w_stride + j * element_bytes<F>()),
+                     _MM_HINT_T0);
       for (int r = 0; r < R; ++r) {
         __m256 w0 = load8<F>(w + r * w_stride, j);
         __m256 w1 = load8<F>(w + r * w_stride, j + 8);

@@ -117,7 +117,12 @@ const std::vector<float>& Session::feed(std::span<const int32_t> tokens, bool al
 }
 
 nlohmann::json GenerationStats::to_json() const {
-  return {{"prompt_tokens", prompt_tokens},
+  json per_step = json::array();
+  for (const auto& s : steps)
+    per_step.push_back({{"tokens", s.tokens}, {"experts_needed", s.experts_needed}, {"hits", s.hits},
+                        {"misses", s.misses}, {"bytes_read", s.bytes_read}, {"read_seconds", s.read_seconds},
+                        {"compute_seconds", std::max(0.0, s.total_seconds - s.read_seconds)}});
+  return {{"steps", per_step},{"prompt_tokens", prompt_tokens},
           {"generated_tokens", generated_tokens},
           {"prefill_seconds", prefill_seconds},
           {"decode_seconds", decode_seconds},
@@ -131,6 +136,10 @@ nlohmann::json GenerationStats::to_json() const {
           {"hit_rate", cache_lookups ? static_cast<double>(cache_hits) / static_cast<double>(cache_lookups) : 0},
           {"bytes_read", bytes_read},
           {"read_seconds", read_seconds},
+          {"compute_seconds", std::max(0.0, prefill_seconds + decode_seconds - read_seconds)},
+          {"expert_bytes_per_token", prompt_tokens + generated_tokens > 0
+                                         ? static_cast<double>(bytes_read) / static_cast<double>(prompt_tokens + generated_tokens)
+                                         : 0.0},
           {"peak_rss", peak_rss},
           {"trunk_bytes", trunk_bytes},
           {"kv_bytes", kv_bytes},
@@ -143,12 +152,14 @@ std::string GenerationStats::summary() const {
   const double mib_per_token = total ? static_cast<double>(bytes_read) / (1 << 20) / static_cast<double>(total) : 0;
   return fmt::format(
       "prefill: {} tokens, {:.2f} tok/s | decode: {} tokens, {:.2f} tok/s | time to first token {:.3f}s\n"
-      "experts: {} needed, hit rate {:.1f}% ({} hits, {} misses), read {} ({:.2f} MiB/token) in {:.2f}s\n"
+      "experts: {} needed, hit rate {:.1f}% ({} hits, {} misses), read {} ({:.2f} MiB/token) in {:.2f}s, "
+      "compute {:.2f}s\n"
       "memory: peak RSS {} (trunk {}, KV {}, expert cache budget {})",
       prompt_tokens, prefill_seconds > 0 ? prompt_tokens / prefill_seconds : 0, generated_tokens, decode_tps,
       time_to_first_token, experts_needed,
       cache_lookups ? 100.0 * static_cast<double>(cache_hits) / static_cast<double>(cache_lookups) : 0.0,
-      cache_hits, cache_misses, format_bytes(bytes_read), mib_per_token, read_seconds, format_bytes(peak_rss),
+      cache_hits, cache_misses, format_bytes(bytes_read), mib_per_token, read_seconds,
+      std::max(0.0, prefill_seconds + decode_seconds - read_seconds), format_bytes(peak_rss),
       format_bytes(trunk_bytes), format_bytes(kv_bytes), format_bytes(cache_budget));
 }
 
@@ -160,7 +171,20 @@ std::vector<int32_t> generate(Session& session, std::span<const int32_t> prompt,
   Sampler sampler(options.sampling);
   std::vector<int32_t> out;
   auto t0 = std::chrono::steady_clock::now();
-  std::vector<float> logits = session.feed(prompt);
+  std::vector<StepStats> steps;
+  // Runs one forward step and records its accounting.
+  auto step = [&](std::span<const int32_t> toks) {
+    const ExpertCacheStats c0 = engine.cache().stats();
+    const uint64_t n0 = engine.model().counters().experts_needed;
+    auto s0 = std::chrono::steady_clock::now();
+    const std::vector<float>& l = session.feed(toks);
+    const ExpertCacheStats c1 = engine.cache().stats();
+    steps.push_back({static_cast<int64_t>(toks.size()), engine.model().counters().experts_needed - n0,
+                     c1.hits - c0.hits, c1.misses - c0.misses, c1.bytes_read - c0.bytes_read,
+                     c1.read_seconds - c0.read_seconds, seconds_since(s0)});
+    return l;
+  };
+  std::vector<float> logits = step(prompt);
   const double prefill = seconds_since(t0);
   double decode = 0;
   double ttft = 0;
@@ -178,11 +202,12 @@ std::vector<int32_t> generate(Session& session, std::span<const int32_t> prompt,
     if (on_token && !on_token(next)) stop = true;
     if (stop || static_cast<int64_t>(out.size()) >= options.max_new_tokens) break;
     if (session.position() + 1 > engine.context()) break;  // context full: stop, as llama.cpp does
-    logits = session.feed(std::span<const int32_t>(&next, 1));
+    logits = step(std::span<const int32_t>(&next, 1));
   }
   if (out.size() > 1) decode = seconds_since(t1);
   if (stats) {
     const ExpertCacheStats c = engine.cache().stats();
+    stats->steps = std::move(steps);
     stats->prompt_tokens = static_cast<int64_t>(prompt.size());
     stats->generated_tokens = static_cast<int64_t>(out.size());
     stats->prefill_seconds = prefill;

@@ -64,8 +64,16 @@ class Engine {
   SamplerOptions default_sampling_;
 };
 
+// I/O and time of one forward step (the prefill batch, or one decoded token).
+struct StepStats {
+  int64_t tokens = 0;
+  uint64_t experts_needed = 0, hits = 0, misses = 0, bytes_read = 0;
+  double read_seconds = 0, total_seconds = 0;
+};
+
 // Timings and I/O of one generate() call.
 struct GenerationStats {
+  std::vector<StepStats> steps;  // [0] = prefill, then one per decoded token
   int64_t prompt_tokens = 0;
   int64_t generated_tokens = 0;
   double prefill_seconds = 0;
