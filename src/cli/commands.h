@@ -14,5 +14,6 @@ void add_tokenize_command(CLI::App& app);
 void add_generate_command(CLI::App& app);
 void add_logits_command(CLI::App& app);
 void add_chat_command(CLI::App& app);
+void add_compare_command(CLI::App& app);
 
 }  // namespace tern::cli

@@ -65,8 +65,11 @@ struct Avx2Tiles {
     for (int r = 0; r < R; ++r)
       for (int t = 0; t < T; ++t) acc0[r][t] = acc1[r][t] = _mm256_setzero_ps();
     // The rows after this tile are read next; a row of a typical matrix is
-    // one 4 KiB page, where hardware prefetchers stop, so fetch them now.
-    const uint8_t* next_rows = w + TERN_PF * R * w_stride;
+    // about one 4 KiB page, where hardware prefetchers stop, so fetch them
+    // now. Measured on the 2048x768 BF16 matvec streaming from DRAM: 18 ->
+    // 33 GB/s on one thread (lm head 151936x2048: 18.5 -> 29 GB/s); fetching
+    // 2 or 4 tiles ahead was no better.
+    const uint8_t* next_rows = w + R * w_stride;
     int64_t j = 0;
     for (; j + 16 <= cols; j += 16) {
       for (int r = 0; r < R; ++r)
