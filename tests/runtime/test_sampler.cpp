@@ -1,0 +1,77 @@
+#include "tern/runtime/sampler.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "tern/core/error.h"
+
+namespace tern {
+namespace {
+
+std::vector<float> logits() { return {1.0f, 3.0f, 2.9f, -1.0f, 0.5f}; }
+
+TEST(Sampler, GreedyTakesArgmaxLowestIdOnTies) {
+  Sampler s({.greedy = true});
+  auto l = logits();
+  EXPECT_EQ(s.sample(l, {}), 1);
+  std::vector<float> tie = {0.0f, 2.0f, 2.0f};
+  EXPECT_EQ(s.sample(tie, {}), 1);
+  Sampler zero_temp({.temperature = 0.0f});
+  l = logits();
+  EXPECT_EQ(zero_temp.sample(l, {}), 1);
+}
+
+TEST(Sampler, SameSeedSameTokens) {
+  Sampler a({.temperature = 1.0f, .top_k = 0, .top_p = 1.0f, .seed = 42});
+  Sampler b({.temperature = 1.0f, .top_k = 0, .top_p = 1.0f, .seed = 42});
+  for (int i = 0; i < 50; ++i) {
+    auto la = logits(), lb = logits();
+    EXPECT_EQ(a.sample(la, {}), b.sample(lb, {}));
+  }
+}
+
+TEST(Sampler, FrequenciesFollowTheSoftmax) {
+  Sampler s({.temperature = 1.0f, .top_k = 0, .top_p = 1.0f, .seed = 1});
+  std::map<int32_t, int> count;
+  const int n = 20000;
+  for (int i = 0; i < n; ++i) {
+    std::vector<float> l = {0.0f, std::log(3.0f)};  // p = 1/4, 3/4
+    ++count[s.sample(l, {})];
+  }
+  EXPECT_NEAR(count[1] / static_cast<double>(n), 0.75, 0.02);
+}
+
+TEST(Sampler, TopKTopPAndMinPRestrictTheCandidates) {
+  for (int i = 0; i < 200; ++i) {
+    Sampler k({.temperature = 5.0f, .top_k = 2, .top_p = 1.0f, .seed = static_cast<uint64_t>(i)});
+    auto l = logits();
+    int32_t t = k.sample(l, {});
+    EXPECT_TRUE(t == 1 || t == 2) << t;
+    // 3.0 and 2.9 carry most of the mass at temperature 0.1: top-p 0.5 keeps only the best.
+    Sampler p({.temperature = 0.1f, .top_k = 0, .top_p = 0.5f, .seed = static_cast<uint64_t>(i)});
+    l = logits();
+    EXPECT_EQ(p.sample(l, {}), 1);
+    Sampler m({.temperature = 1.0f, .top_k = 0, .top_p = 1.0f, .min_p = 0.5f, .seed = static_cast<uint64_t>(i)});
+    l = logits();
+    t = m.sample(l, {});
+    EXPECT_TRUE(t == 1 || t == 2) << t;  // exp(-1) relative probability for 1.0 is < 0.5 of the top
+  }
+}
+
+TEST(Sampler, RepetitionPenaltyDemotesSeenTokens) {
+  Sampler s({.greedy = true, .repetition_penalty = 2.0f});
+  auto l = logits();
+  std::vector<int32_t> seen = {1};
+  EXPECT_EQ(s.sample(l, seen), 2);  // 3.0 / 2 = 1.5 < 2.9
+}
+
+TEST(Sampler, RejectsInvalidOptions) {
+  EXPECT_THROW(Sampler({.temperature = -1.0f}), Error);
+  EXPECT_THROW(Sampler({.top_p = 0.0f}), Error);
+  EXPECT_THROW(Sampler({.min_p = 1.0f}), Error);
+  EXPECT_THROW(Sampler({.repetition_penalty = 0.0f}), Error);
+}
+
+}  // namespace
+}  // namespace tern
