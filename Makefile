@@ -23,7 +23,7 @@ test: build
 demo: build
 	@bash scripts/demo.sh $(TERN)
 
-# Unit tests under AddressSanitizer + UBSan (CI runs this too).
+# Every test under AddressSanitizer + UBSan (CI runs this too).
 asan:
 	@$(MAKE) --no-print-directory test PRESET=asan-ubsan
 

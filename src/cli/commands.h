@@ -14,6 +14,7 @@ void add_tokenize_command(CLI::App& app);
 void add_generate_command(CLI::App& app);
 void add_logits_command(CLI::App& app);
 void add_chat_command(CLI::App& app);
+void add_quantize_command(CLI::App& app);
 void add_compare_command(CLI::App& app);
 
 }  // namespace tern::cli

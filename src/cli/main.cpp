@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   tern::cli::add_chat_command(app);
   tern::cli::add_generate_command(app);
   tern::cli::add_logits_command(app);
+  tern::cli::add_quantize_command(app);
   tern::cli::add_compare_command(app);
   try {
     app.parse(argc, argv);

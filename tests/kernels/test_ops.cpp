@@ -10,6 +10,7 @@
 
 #include "kernels/kernel_test_util.h"
 #include "support/expect_error.h"
+#include "tern/kernels/fast_exp.h"
 #include "tern/kernels/rope.h"
 
 namespace tern {
@@ -101,6 +102,26 @@ TEST(Kernels, SoftmaxHandlesNegativeInfinityAndAllMasked) {
   EXPECT_TRUE(std::isnan(masked[0]));  // undefined, as in PyTorch
 }
 
+TEST(Kernels, FastExpIsWithinTwoUlpOfExp) {
+  // Every 64th float in [-87.3, 88], both signs.
+  double worst = 0;
+  for (uint32_t bits = 0; bits < 0x42b00000u; bits += 64) {
+    for (float x : {std::bit_cast<float>(bits), -std::bit_cast<float>(bits)}) {
+      if (x < -87.33f) continue;
+      double want = std::exp(static_cast<double>(x));
+      double ulp = std::ldexp(1.0, std::ilogb(want) - 23);
+      double err = std::fabs(detail::fast_exp(x) - want) / ulp;
+      worst = std::max(worst, err);
+      ASSERT_LE(err, 2.0) << "x = " << x;
+    }
+  }
+  EXPECT_GT(worst, 0.0);
+  EXPECT_EQ(detail::fast_exp(-100.0f), 0.0f);
+  EXPECT_EQ(detail::fast_exp(0.0f), 1.0f);
+  EXPECT_TRUE(std::isnan(detail::fast_exp(std::numeric_limits<float>::quiet_NaN())));
+  EXPECT_TRUE(std::isfinite(detail::fast_exp(1000.0f)));
+}
+
 TEST(Kernels, SiluAndSwigluMatchFloat64Reference) {
   for (int64_t n : kSizes) {
     auto g = random_floats(n, 7, -30.0f, 30.0f);
@@ -116,7 +137,7 @@ TEST(Kernels, SiluAndSwigluMatchFloat64Reference) {
   }
   float extreme[3] = {-200.0f, 200.0f, 0.0f}, out[3];
   silu(extreme, out, 3);
-  EXPECT_EQ(out[0], 0.0f);
+  EXPECT_NEAR(out[0], 0.0f, 1e-30);  // -200 / (1 + exp(88)): exp is capped
   EXPECT_EQ(out[1], 200.0f);
   EXPECT_EQ(out[2], 0.0f);
 }

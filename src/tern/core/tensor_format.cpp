@@ -9,19 +9,38 @@
 namespace tern {
 namespace {
 
-constexpr std::array<TensorFormatInfo, 5> kFormats = {{
+// Block geometry of the quantized formats is ggml's (ggml-common.h); the
+// layouts themselves are in tern/quant/blocks.h, which static_asserts these
+// sizes.
+constexpr std::array<TensorFormatInfo, 10> kFormats = {{
     {TensorFormat::F32, "f32", 1, 4},
     {TensorFormat::F16, "f16", 1, 2},
     {TensorFormat::BF16, "bf16", 1, 2},
     {TensorFormat::U8, "u8", 1, 1},
     {TensorFormat::I8, "i8", 1, 1},
+    {TensorFormat::Q8_0, "q8_0", 32, 34},
+    {TensorFormat::Q4_0, "q4_0", 32, 18},
+    {TensorFormat::Q4_K, "q4_k", 256, 144},
+    {TensorFormat::Q6_K, "q6_k", 256, 210},
+    {TensorFormat::MXFP4, "mxfp4", 32, 17},
 }};
+
+constexpr bool table_matches_enum() {
+  for (size_t i = 0; i < kFormats.size(); ++i)
+    if (static_cast<size_t>(kFormats[i].format) != i) return false;
+  return true;
+}
+static_assert(table_matches_enum(), "kFormats must be indexed by TensorFormat");
 
 }  // namespace
 
 const TensorFormatInfo& format_info(TensorFormat format) {
-  return kFormats[static_cast<size_t>(format)];
+  const auto i = static_cast<size_t>(format);
+  if (i >= kFormats.size()) fail("invalid tensor format value {}", i);
+  return kFormats[i];
 }
+
+bool is_block_format(TensorFormat format) { return format_info(format).block_elements > 1; }
 
 std::string_view format_name(TensorFormat format) { return format_info(format).name; }
 
@@ -84,7 +103,11 @@ bool can_convert(TensorFormat from, TensorFormat to) {
 
 void convert_elements(const void* src, TensorFormat from, void* dst, TensorFormat to, size_t n) {
   if (from == to) {
-    std::memcpy(dst, src, n * format_info(from).block_bytes);
+    const auto& info = format_info(from);
+    if (n % info.block_elements != 0)
+      fail("cannot copy {} elements of {}: not a multiple of the block size {}", n, info.name,
+           info.block_elements);
+    std::memcpy(dst, src, n / info.block_elements * info.block_bytes);
     return;
   }
   if (!can_convert(from, to)) fail("cannot convert {} to {}", format_name(from), format_name(to));

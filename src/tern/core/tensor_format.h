@@ -1,8 +1,8 @@
 #pragma once
 // TensorFormat — how a tensor's elements are encoded in a .tern file: plain
-// element types now; block-quantized formats (Q8_0, Q4_K, MXFP4, ...) are
-// added here by the quant layer's issue, each with its block geometry, so the
-// container and the kernels agree on sizes from one table.
+// element types and the GGUF/ggml block-quantized formats, each with its block
+// geometry, so the container, quant/ and the kernels agree on sizes from one
+// table. Block layouts and (de)quantization live in tern/quant/.
 #include <cstdint>
 #include <string_view>
 #include <vector>
@@ -11,7 +11,15 @@
 
 namespace tern {
 
-enum class TensorFormat : uint8_t { F32, F16, BF16, U8, I8 };
+// Values index the format table: append new formats, never reorder.
+enum class TensorFormat : uint8_t {
+  F32, F16, BF16, U8, I8,
+  Q8_0,   // 32 elements: f16 scale + 32 x int8                       (34 bytes)
+  Q4_0,   // 32 elements: f16 scale + 16 bytes of 4-bit codes          (18 bytes)
+  Q4_K,   // 256 elements: f16 d, f16 dmin, 12 bytes of 6-bit scales/mins, 128 bytes of codes (144)
+  Q6_K,   // 256 elements: 128 bytes low nibbles, 64 bytes high bits, 16 x int8 scales, f16 d (210)
+  MXFP4,  // 32 elements: E8M0 exponent + 16 bytes of E2M1 codes       (17 bytes)
+};
 
 struct TensorFormatInfo {
   TensorFormat format;
@@ -30,10 +38,14 @@ TensorFormat format_for_dtype(DType dtype);
 // multiple of the block size (rows are quantized independently).
 uint64_t format_bytes(TensorFormat format, const std::vector<int64_t>& shape);
 
+// Whether the format stores blocks of several elements (Q8_0, Q4_K, ...).
+bool is_block_format(TensorFormat format);
+
 // Whether `convert_elements` can turn `from` into `to`.
 bool can_convert(TensorFormat from, TensorFormat to);
 // Converts n elements between float formats (f32, f16, bf16; identity for
-// any format). Throws for pairs can_convert rejects.
+// any format, where n must then be a whole number of blocks). Throws for pairs
+// can_convert rejects. Quantizing to a block format is tern/quant's job.
 void convert_elements(const void* src, TensorFormat from, void* dst, TensorFormat to, size_t n);
 
 }  // namespace tern

@@ -24,22 +24,29 @@ void attention_decode(const float* q, const float* k_cache, const float* v_cache
   const int64_t group = n_heads / n_kv_heads;
   const int64_t pos_stride = n_kv_heads * head_dim;  // floats between positions
 
+  // Heads [h_begin, h_end) in runs that share one kv head: the run's scores
+  // are one small matmul (its query heads as "tokens" over the cached keys)
+  // and its outputs one weighted sum of value rows, so K and V are read from
+  // cache once per run instead of once per head. Per element the arithmetic
+  // is the same as head by head, so the split into runs changes nothing.
   auto heads = [&](int64_t h_begin, int64_t h_end) {
-    for (int64_t h = h_begin; h < h_end; ++h) {
-      const int64_t kv = h / group;
-      const float* qh = q + h * head_dim;
-      float* scores = scratch + h * n_pos;
-      // K rows of this kv head are a strided matrix [n_pos, head_dim]: the
-      // decode matvec kernel computes all scores, 4 positions per pass.
+    for (int64_t h0 = h_begin; h0 < h_end;) {
+      const int64_t kv = h0 / group;
+      const int64_t h1 = std::min(h_end, (kv + 1) * group);
+      const int64_t run = h1 - h0;
+      float* scores = scratch + h0 * n_pos;  // [run, n_pos]
       const detail::RowsRef keys{reinterpret_cast<const uint8_t*>(k_cache + kv * head_dim),
                                  TensorFormat::F32, pos_stride * 4, head_dim};
-      kernels.gemm_rows(keys, 0, n_pos, qh, head_dim, 1, scores, n_pos);
-      for (int64_t p = 0; p < n_pos; ++p) scores[p] *= scale;
-      softmax(scores, n_pos);
-      float* oh = out + h * head_dim;
-      std::memset(oh, 0, static_cast<size_t>(head_dim) * sizeof(float));
-      const float* vh = v_cache + kv * head_dim;
-      for (int64_t p = 0; p < n_pos; ++p) kernels.axpy(scores[p], vh + p * pos_stride, oh, head_dim);
+      kernels.gemm_rows(keys, 0, n_pos, q + h0 * head_dim, head_dim, run, scores, n_pos);
+      for (int64_t h = 0; h < run; ++h) {
+        float* s = scores + h * n_pos;
+        for (int64_t p = 0; p < n_pos; ++p) s[p] *= scale;
+        softmax(s, n_pos);
+      }
+      float* o = out + h0 * head_dim;
+      std::memset(o, 0, static_cast<size_t>(run * head_dim) * sizeof(float));
+      kernels.weighted_rows(scores, n_pos, run, v_cache + kv * head_dim, pos_stride, n_pos, head_dim, o);
+      h0 = h1;
     }
   };
   // One head is n_pos * head_dim * 8 bytes of K and V; below ~16 KiB of

@@ -6,8 +6,10 @@
 //
 // Per head: s[p] = dot(q_h, k[p]) * scale (16-lane order of the active path),
 // softmax over p (kernels/ops.h), out_h = sum over p in increasing order of
-// softmax[p] * v[p] (axpy). Heads run in parallel, one head per thread at a
-// time, so the result does not depend on the thread count.
+// softmax[p] * v[p] (each step an axpy). Heads run in parallel; each head is
+// computed by one thread with this fixed order, so the result does not depend
+// on the thread count. Query heads that share a kv head are computed together
+// so K and V are read once per group, which changes no result.
 // Attention sinks, sliding windows and QK-norm are added beside this entry.
 #include <cstdint>
 

@@ -12,7 +12,7 @@
 #include <cstring>
 #endif
 // last:
-#include "tern/kernels/no_fp_contract.h"
+#include "tern/kernels/float_mode.h"
 
 namespace tern::detail {
 
@@ -127,7 +127,7 @@ float dot(const float* a, const float* b, int64_t n) {
   return result;
 }
 
-TERN_AVX2 void axpy(float a, const float* x, float* y, int64_t n) {
+TERN_AVX2 inline void axpy_inline(float a, const float* x, float* y, int64_t n) {
   __m256 va = _mm256_set1_ps(a);
   int64_t i = 0;
   for (; i + 8 <= n; i += 8)
@@ -141,10 +141,77 @@ TERN_AVX2 void axpy(float a, const float* x, float* y, int64_t n) {
   }
 }
 
+TERN_AVX2 void axpy(float a, const float* x, float* y, int64_t n) { axpy_inline(a, x, y, n); }
+
+// H outputs x NB*8 dims held in registers while every row streams past; the
+// last 1-7 dims go through masked loads (masked lanes read nothing).
+template <int H, int NB, bool Masked>
+TERN_AVX2 void weighted_block(const float* weights, int64_t ldw, const float* rows, int64_t ldr,
+                              int64_t n_rows, float* out, int64_t ldo, __m256i mask) {
+  auto load = [&](const float* p) {
+    if constexpr (Masked) return _mm256_maskload_ps(p, mask);
+    else return _mm256_loadu_ps(p);
+  };
+  __m256 acc[H][NB];
+  for (int h = 0; h < H; ++h)
+    for (int b = 0; b < NB; ++b) acc[h][b] = load(out + h * ldo + 8 * b);
+  for (int64_t p = 0; p < n_rows; ++p) {
+    __m256 v[NB];
+    for (int b = 0; b < NB; ++b) v[b] = load(rows + p * ldr + 8 * b);
+    for (int h = 0; h < H; ++h) {
+      __m256 w = _mm256_broadcast_ss(weights + h * ldw + p);
+      for (int b = 0; b < NB; ++b) acc[h][b] = _mm256_fmadd_ps(w, v[b], acc[h][b]);
+    }
+  }
+  for (int h = 0; h < H; ++h)
+    for (int b = 0; b < NB; ++b) {
+      if constexpr (Masked) _mm256_maskstore_ps(out + h * ldo + 8 * b, mask, acc[h][b]);
+      else _mm256_storeu_ps(out + h * ldo + 8 * b, acc[h][b]);
+    }
+}
+
+template <int NB, bool Masked>
+TERN_AVX2 void weighted_columns(const float* weights, int64_t ldw, int64_t n_out, const float* rows,
+                                int64_t ldr, int64_t n_rows, float* out, int64_t ldo, __m256i mask) {
+  int64_t o = 0;
+  for (; o + 4 <= n_out; o += 4)
+    weighted_block<4, NB, Masked>(weights + o * ldw, ldw, rows, ldr, n_rows, out + o * ldo, ldo, mask);
+  const float* w = weights + o * ldw;
+  float* y = out + o * ldo;
+  switch (n_out - o) {
+    case 3: return weighted_block<3, NB, Masked>(w, ldw, rows, ldr, n_rows, y, ldo, mask);
+    case 2: return weighted_block<2, NB, Masked>(w, ldw, rows, ldr, n_rows, y, ldo, mask);
+    case 1: return weighted_block<1, NB, Masked>(w, ldw, rows, ldr, n_rows, y, ldo, mask);
+    default: return;
+  }
+}
+
+// Each output element is the same chain of fused steps as repeated axpy;
+// only the loop order differs: columns of 16 dims x 4 outputs stay in
+// registers over all rows. Measured on attention at 4096 positions, 32/4
+// heads, head_dim 128 (one thread): per-head axpy loops 1.67 ms; rows-outer
+// axpy over a group ~0.6 ms; this ~0.3 ms.
+TERN_AVX2 void weighted_rows(const float* weights, int64_t ldw, int64_t n_out, const float* rows,
+                             int64_t ldr, int64_t n_rows, int64_t dim, float* out) {
+  const __m256i all = _mm256_set1_epi32(-1);
+  int64_t d = 0;
+  for (; d + 16 <= dim; d += 16)
+    weighted_columns<2, false>(weights, ldw, n_out, rows + d, ldr, n_rows, out + d, dim, all);
+  if (d + 8 <= dim) {
+    weighted_columns<1, false>(weights, ldw, n_out, rows + d, ldr, n_rows, out + d, dim, all);
+    d += 8;
+  }
+  if (d < dim) {
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(dim - d)), lane);
+    weighted_columns<1, true>(weights, ldw, n_out, rows + d, ldr, n_rows, out + d, dim, mask);
+  }
+}
+
 }  // namespace
 
 const DenseKernels* avx2_dense_kernels() {
-  static const DenseKernels kernels{gemm_rows, dot, axpy};
+  static const DenseKernels kernels{gemm_rows, dot, axpy, weighted_rows};
   return &kernels;
 }
 

@@ -37,6 +37,12 @@ struct DenseKernels {
   GemmRowsFn gemm_rows;
   float (*dot)(const float* a, const float* b, int64_t n);  // 16-lane order
   void (*axpy)(float a, const float* x, float* y, int64_t n);  // y[i] += a * x[i]
+  // out[o * dim + d] += sum over p of weights[o * ldw + p] * rows[p * ldr + d]
+  // for o < n_out, d < dim, adding p = 0, 1, ... in order, each step exactly
+  // as axpy would. Reads every row once for all n_out outputs (the value
+  // rows of attention, shared by the query heads of a GQA group).
+  void (*weighted_rows)(const float* weights, int64_t ldw, int64_t n_out, const float* rows,
+                        int64_t ldr, int64_t n_rows, int64_t dim, float* out);
 };
 
 const DenseKernels& portable_dense_kernels();

@@ -8,7 +8,7 @@
 #include "tern/kernels/dense_kernels.h"
 #include "tern/kernels/kernel_path.h"
 // last:
-#include "tern/kernels/no_fp_contract.h"
+#include "tern/kernels/float_mode.h"
 
 namespace tern::detail {
 namespace {
@@ -67,10 +67,16 @@ void axpy(float a, const float* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = y[i] + a * x[i];
 }
 
+void weighted_rows(const float* weights, int64_t ldw, int64_t n_out, const float* rows, int64_t ldr,
+                   int64_t n_rows, int64_t dim, float* out) {
+  for (int64_t p = 0; p < n_rows; ++p)
+    for (int64_t o = 0; o < n_out; ++o) axpy(weights[o * ldw + p], rows + p * ldr, out + o * dim, dim);
+}
+
 }  // namespace
 
 const DenseKernels& portable_dense_kernels() {
-  static const DenseKernels kernels{gemm_rows, dot, axpy};
+  static const DenseKernels kernels{gemm_rows, dot, axpy, weighted_rows};
   return kernels;
 }
 

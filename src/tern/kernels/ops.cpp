@@ -4,8 +4,9 @@
 #include <limits>
 
 #include "tern/kernels/dense_kernels.h"
+#include "tern/kernels/fast_exp.h"
 // last:
-#include "tern/kernels/no_fp_contract.h"
+#include "tern/kernels/float_mode.h"
 
 namespace tern {
 namespace {
@@ -49,19 +50,19 @@ void softmax(float* x, int64_t n) {
     return;
   }
   // x - max <= 0, so exp never overflows; the max element contributes 1.
-  for (int64_t i = 0; i < n; ++i) x[i] = std::exp(x[i] - max);
+  for (int64_t i = 0; i < n; ++i) x[i] = detail::fast_exp(x[i] - max);
   double sum = sum8(x, n, [](float v) { return static_cast<double>(v); });
   for (int64_t i = 0; i < n; ++i) x[i] = static_cast<float>(static_cast<double>(x[i]) / sum);
 }
 
 void silu(const float* x, float* out, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) out[i] = x[i] / (1.0f + std::exp(-x[i]));
+  for (int64_t i = 0; i < n; ++i) out[i] = x[i] / (1.0f + detail::fast_exp(-x[i]));
 }
 
 void swiglu(const float* gate, const float* up, float* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     float g = gate[i];
-    out[i] = g / (1.0f + std::exp(-g)) * up[i];
+    out[i] = g / (1.0f + detail::fast_exp(-g)) * up[i];
   }
 }
 

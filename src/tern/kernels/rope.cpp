@@ -4,7 +4,7 @@
 
 #include "tern/core/error.h"
 // last:
-#include "tern/kernels/no_fp_contract.h"
+#include "tern/kernels/float_mode.h"
 
 namespace tern {
 

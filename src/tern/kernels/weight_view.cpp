@@ -26,8 +26,13 @@ void check_weight_view(const WeightView& w, const char* what) {
 }
 
 int64_t weight_row_bytes(const WeightView& w) {
-  check_weight_view(w, "weight_row_bytes");
-  return w.cols * static_cast<int64_t>(format_info(w.format).block_bytes);
+  // Any format with a size table entry: rows of block formats are whole blocks.
+  const TensorFormatInfo& info = format_info(w.format);
+  if (w.cols < 0) fail("weight_row_bytes: negative column count {}", w.cols);
+  if (w.cols % info.block_elements != 0)
+    fail("weight_row_bytes: {} columns is not a multiple of the {} block size {}", w.cols,
+         info.name, info.block_elements);
+  return w.cols / info.block_elements * static_cast<int64_t>(info.block_bytes);
 }
 
 WeightView weight_rows(const WeightView& w, int64_t begin, int64_t count) {

@@ -21,7 +21,8 @@ struct WeightView {
 // Whether matvec/matmul/dequantize_row accept this format.
 bool weight_format_supported(TensorFormat format);
 
-// Bytes of one row. Throws tern::Error for unsupported formats.
+// Bytes of one row, for any TensorFormat (block formats: whole blocks; throws
+// if cols is not a multiple of the block size).
 int64_t weight_row_bytes(const WeightView& w);
 
 // Rows [begin, begin + count) as their own view (e.g. the gate half of a
