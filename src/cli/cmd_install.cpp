@@ -17,13 +17,14 @@ void add_install_command(CLI::App& app) {
   cmd->add_option("-o,--output", opt->output, "Output .tern directory")->required();
   cmd->add_flag("--force", opt->force, "Replace the output if it exists");
   cmd->add_flag("-q,--quiet", opt->quiet, "No progress output");
-  cmd->add_option("--expert-format", *expert_fmt,
-                  "Store routed experts as f32|bf16|f16 (default: as in the checkpoint)");
-  cmd->add_option("--trunk-format", *trunk_fmt,
-                  "Store trunk matrices as f32|bf16|f16 (default: as in the checkpoint)");
+  cmd->add_option("--expert-quant,--expert-format", *expert_fmt,
+                  "Store routed experts as q4_k|q4_0|q8_0|q6_k|mxfp4|bf16|f16|f32|source (default: as in the checkpoint)");
+  cmd->add_option("--trunk-quant,--trunk-format", *trunk_fmt,
+                  "Store trunk matrices as q8_0|q4_k|q4_0|bf16|f16|f32|source (default: as in the checkpoint); "
+                  "norms, biases and routers stay F32");
   cmd->callback([opt, expert_fmt, trunk_fmt] {
-    if (!expert_fmt->empty()) opt->expert_format = parse_tensor_format(*expert_fmt);
-    if (!trunk_fmt->empty()) opt->trunk_format = parse_tensor_format(*trunk_fmt);
+    if (!expert_fmt->empty() && *expert_fmt != "source") opt->expert_format = parse_tensor_format(*expert_fmt);
+    if (!trunk_fmt->empty() && *trunk_fmt != "source") opt->trunk_format = parse_tensor_format(*trunk_fmt);
     InstallResult r = install_model(*opt);
     uint64_t experts = 0;
     for (const auto& l : r.manifest.expert_layers) experts += static_cast<uint64_t>(l.num_experts);

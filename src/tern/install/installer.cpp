@@ -14,6 +14,7 @@
 #include "tern/core/progress.h"
 #include "tern/format/architectures.h"
 #include "tern/format/safetensors.h"
+#include "tern/quant/quantize.h"
 
 namespace tern {
 
@@ -75,19 +76,44 @@ struct Planned {
   TensorFormat to;
 };
 
-// Reads `n` elements of a source tensor starting at element `first` and
-// writes them converted into dst.
+// Reads `n` elements (whole rows of `row` elements) of a source tensor
+// starting at element `first` and writes them in the target format to dst.
 void read_converted(const SafetensorsCheckpoint& ck, const Planned& p, uint64_t first, uint64_t n,
-                    std::vector<char>& scratch, void* dst) {
+                    std::vector<char>& scratch, std::vector<float>& rows_f32, void* dst) {
   const uint64_t es = dtype_size(p.src->dtype);
   if (p.from == p.to) {
     ck.read(*p.src, dst, first * es, n * es);
   } else {
     scratch.resize(n * es);
     ck.read(*p.src, scratch.data(), first * es, n * es);
-    convert_elements(scratch.data(), p.from, dst, p.to, n);
+    if (!is_quantized(p.to)) {
+      convert_elements(scratch.data(), p.from, dst, p.to, n);
+    } else {
+      const auto row = static_cast<int64_t>(p.decl->shape.back());
+      rows_f32.resize(n);
+      convert_elements(scratch.data(), p.from, rows_f32.data(), TensorFormat::F32, n);
+      const int64_t rb = row_bytes(p.to, row);
+      for (uint64_t r = 0; r < n / static_cast<uint64_t>(row); ++r)
+        quantize_row(p.to, rows_f32.data() + r * static_cast<uint64_t>(row), static_cast<char*>(dst) + static_cast<int64_t>(r) * rb, row);
+    }
   }
   ck.shard(p.src->file_index).file().drop_cache(p.src->offset + first * es, n * es);
+}
+
+// The format a tensor is stored in, given the request.
+TensorFormat storage_format(const TensorDecl& d, TensorFormat from, std::optional<TensorFormat> wanted, bool fallback) {
+  if (!wanted) return from;
+  if (keeps_full_precision(d)) return TensorFormat::F32;
+  TensorFormat to = *wanted;
+  const uint64_t row = static_cast<uint64_t>(d.shape.back());
+  auto fits = [&](TensorFormat f) { return row % format_info(f).block_elements == 0; };
+  if (fits(to) || !fallback) return to;
+  TensorFormat alt = to == TensorFormat::Q4_K || to == TensorFormat::MXFP4 ? TensorFormat::Q4_0
+                     : to == TensorFormat::Q6_K                          ? TensorFormat::Q8_0
+                                                                         : from;
+  if (!fits(alt)) alt = from;
+  log(LogLevel::Info, "{}: rows of {} do not fit {} blocks; stored as {}", d.name, row, format_name(to), format_name(alt));
+  return alt;
 }
 
 }  // namespace
@@ -125,12 +151,15 @@ InstallResult install_model(const InstallOptions& opt) {
       fail("{}: tensor '{}' has dtype {}; install supports F32, BF16 and F16 weights", opt.source.string(),
            d.name, dtype_name(t->dtype));
     TensorFormat from = format_for_dtype(t->dtype);
-    std::optional<TensorFormat> wanted = d.is_expert ? opt.expert_format : opt.trunk_format;
-    TensorFormat to = (wanted && !keeps_full_precision(d)) ? *wanted : from;
-    if (keeps_full_precision(d) && from != TensorFormat::F32 && wanted) to = TensorFormat::F32;
-    if (!can_convert(from, to))
+    TensorFormat to = storage_format(d, from, d.is_expert ? opt.expert_format : opt.trunk_format, opt.fallback);
+    if (!can_convert(from, to) && !is_quantized(to))
       fail("tensor '{}': cannot store {} as {}", d.name, format_name(from), format_name(to));
-    format_bytes(to, d.shape);  // throws if rows do not fit the block size
+    try {
+      format_bytes(to, d.shape);  // throws if rows do not fit the block size
+    } catch (const Error& e) {
+      fail("tensor '{}' {}: {}; choose another format (q4_0, q8_0 have 32-element blocks)", d.name,
+           shape_str(d.shape), e.what());
+    }
     plan.push_back({&d, t, from, to});
     total_bytes += t->nbytes;
   }
@@ -152,6 +181,7 @@ InstallResult install_model(const InstallOptions& opt) {
   m.config = cfg.raw;
   Progress progress("install", total_bytes, opt.quiet);
   std::vector<char> buf, scratch;
+  std::vector<float> rows_f32;
 
   // trunk.bin: trunk tensors in declaration order, 64-byte aligned.
   {
@@ -170,7 +200,7 @@ InstallResult install_model(const InstallOptions& opt) {
       for (uint64_t first = 0; first < numel; first += rows_per_chunk * row) {
         uint64_t n = std::min(rows_per_chunk * row, numel - first);
         buf.resize(format_bytes(p.to, {static_cast<int64_t>(n)}));
-        read_converted(ck, p, first, n, scratch, buf.data());
+        read_converted(ck, p, first, n, scratch, rows_f32, buf.data());
         h.update(buf.data(), buf.size());
         stream.pwrite(buf.data(), buf.size(), out_off);
         out_off += buf.size();
@@ -224,9 +254,9 @@ InstallResult install_model(const InstallOptions& opt) {
           if (p.decl->shape != s.shape)
             fail("tensor '{}': shape {} differs from expert 0's {}", p.decl->name, shape_str(p.decl->shape), shape_str(s.shape));
           p.to = s.format;  // every expert of a layer shares expert 0's format
-          if (!can_convert(p.from, p.to))
+          if (!can_convert(p.from, p.to) && !is_quantized(p.to))
             fail("tensor '{}': cannot store {} as {}", p.decl->name, format_name(p.from), format_name(p.to));
-          read_converted(ck, p, 0, p.src->numel(), scratch, buf.data() + s.offset);
+          read_converted(ck, p, 0, p.src->numel(), scratch, rows_f32, buf.data() + s.offset);
           progress.add(p.src->nbytes);
         }
         layer.checksums.push_back(xxh3_64(buf.data(), layer.record_size));

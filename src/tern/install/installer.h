@@ -18,10 +18,15 @@ struct InstallOptions {
   std::filesystem::path output;  // the .tern directory to create
   bool force = false;            // replace an existing output
   bool quiet = false;            // no progress output
-  // Storage formats; nullopt keeps each tensor's source dtype. Norms and
-  // router weights (1-D tensors, routers) always keep full precision.
+  // Storage formats; nullopt keeps each tensor's source dtype. Norms, biases
+  // and router weights (1-D tensors, routers) are stored as F32 whenever a
+  // format is requested.
   std::optional<TensorFormat> expert_format;
   std::optional<TensorFormat> trunk_format;
+  // With fallback, a tensor whose rows do not divide the block size of the
+  // requested format gets the nearest format that fits (q4_k -> q4_0,
+  // q6_k -> q8_0, then the source dtype), with a note; without, it is an error.
+  bool fallback = false;
 };
 
 struct InstallResult {
