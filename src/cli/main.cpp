@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
   tern::cli::add_logits_command(app);
   tern::cli::add_quantize_command(app);
   tern::cli::add_compare_command(app);
+  tern::cli::add_bench_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -9,6 +9,7 @@
 #include "kernels/kernel_test_util.h"
 #include "tern/core/error.h"
 #include "tern/core/thread_pool.h"
+#include "tern/kernels/ops.h"
 
 namespace tern {
 namespace {
@@ -83,6 +84,31 @@ TEST(Kernels, AttentionDecodeIsBitIdenticalForOneTwoAndThreeThreads) {
   auto one = run(c, q, k, v, nullptr);
   EXPECT_TRUE(testing::same_bits(one, run(c, q, k, v, &pool2)));
   EXPECT_TRUE(testing::same_bits(one, run(c, q, k, v, &pool3)));
+}
+
+// The documented per-head recipe with the public kernels, one head at a time:
+// grouping heads that share a kv head must not change a bit.
+TEST(Kernels, AttentionDecodeEqualsHeadByHeadDotSoftmaxAxpy) {
+  for (KernelPath path : testing::supported_paths()) {
+    ScopedKernelPath scoped(path);
+    for (Case c : {Case{37, 8, 2, 24}, Case{9, 6, 3, 131}, Case{64, 4, 1, 64}}) {
+      auto q = random_floats(c.n_heads * c.head_dim, 7);
+      auto k = random_floats(c.n_pos * c.n_kv * c.head_dim, 8);
+      auto v = random_floats(c.n_pos * c.n_kv * c.head_dim, 9);
+      auto got = run(c, q, k, v, nullptr);
+      const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+      std::vector<float> want(got.size(), 0.0f), s(static_cast<size_t>(c.n_pos));
+      for (int64_t h = 0; h < c.n_heads; ++h) {
+        int64_t kv = h / (c.n_heads / c.n_kv);
+        for (int64_t p = 0; p < c.n_pos; ++p)
+          s[p] = dot(q.data() + h * c.head_dim, k.data() + (p * c.n_kv + kv) * c.head_dim, c.head_dim) * scale;
+        softmax(s.data(), c.n_pos);
+        for (int64_t p = 0; p < c.n_pos; ++p)
+          axpy(s[p], v.data() + (p * c.n_kv + kv) * c.head_dim, want.data() + h * c.head_dim, c.head_dim);
+      }
+      EXPECT_TRUE(testing::same_bits(got, want)) << kernel_path_name(path) << " d " << c.head_dim;
+    }
+  }
 }
 
 TEST(Kernels, AttentionDecodeRejectsBadHeadCounts) {

@@ -86,7 +86,11 @@ TEST(QuantFormat, BlockSizesMatchGguf) {
   EXPECT_EQ(sizeof(BlockQ6K), 210u);
   EXPECT_EQ(sizeof(BlockMxfp4), 17u);
   EXPECT_EQ(sizeof(BlockQ8K), 292u);
-  struct Expect { TensorFormat f; const char* name; uint32_t elems, bytes; };
+  struct Expect {
+    TensorFormat f;
+    const char* name;
+    uint32_t elems, bytes;
+  };
   for (const Expect& e : {Expect{TensorFormat::Q8_0, "q8_0", 32, sizeof(BlockQ8_0)},
                           Expect{TensorFormat::Q4_0, "q4_0", 32, sizeof(BlockQ4_0)},
                           Expect{TensorFormat::Q4_K, "q4_k", 256, sizeof(BlockQ4K)},
@@ -101,8 +105,8 @@ TEST(QuantFormat, BlockSizesMatchGguf) {
   }
   EXPECT_EQ(format_bytes(TensorFormat::Q4_K, {3, 512}), 3u * 2 * 144);
   EXPECT_EQ(format_bytes(TensorFormat::MXFP4, {2880, 2880}), 2880u * 90 * 17);
-  for (TensorFormat f : {TensorFormat::F32, TensorFormat::F16, TensorFormat::BF16,
-                         TensorFormat::U8, TensorFormat::I8}) {
+  for (TensorFormat f : {TensorFormat::F32, TensorFormat::F16, TensorFormat::BF16, TensorFormat::U8,
+                         TensorFormat::I8}) {
     EXPECT_FALSE(is_quantized(f));
     EXPECT_FALSE(is_block_format(f));
   }
@@ -110,7 +114,8 @@ TEST(QuantFormat, BlockSizesMatchGguf) {
 }
 
 TEST(QuantFormat, RowNotMultipleOfBlockIsAClearError) {
-  expect_error([] { format_bytes(TensorFormat::Q4_K, {2, 100}); },
+  const std::vector<int64_t> shape = {2, 100};
+  expect_error([&] { format_bytes(TensorFormat::Q4_K, shape); },
                {"row length 100 is not a multiple of the q4_k block size 256"});
   std::vector<float> x(300, 1.0f);
   std::vector<uint8_t> out(4096);
@@ -151,7 +156,10 @@ TEST(QuantQ8_0, HandComputedBlocksMatchTheDocumentedAlgorithm) {
   std::copy(std::begin(b0), std::end(b0), x.begin());
   // Block 1 stays zero: d = 0, q = 0.
   // Block 2: amax 254 -> d = 2: 3 -> 1.5 -> 2, -5 -> -2.5 -> -3.
-  x[64] = -254.0f; x[65] = 3.0f; x[66] = -5.0f; x[67] = 1.0f;
+  x[64] = -254.0f;
+  x[65] = 3.0f;
+  x[66] = -5.0f;
+  x[67] = 1.0f;
   // Block 3: amax = 127 * 65520 -> d = 65520, the f16 tie between 65504 and
   // 65536 (inf): round-to-nearest-even gives inf (0x7c00).
   x[96] = 127.0f * 65520.0f;
@@ -201,8 +209,9 @@ TEST(QuantQ4_0, HandComputedBlocksMatchTheDocumentedAlgorithm) {
   const auto b = as_blocks<BlockQ4_0>(quantized(TensorFormat::Q4_0, x));
   ASSERT_EQ(b.size(), 2u);
   EXPECT_EQ(b[0].d, 0x3c00);  // 1.0
-  const uint8_t expect0[16] = {0x00 | 15 << 4, 15 | 10 << 4, 9 | 8 << 4, 8 | 8 << 4, 7 | 8 << 4,
-                               0x88, 0x88, 0x88, 0x88, 0x88, 0x88, 0x88, 0x88, 0x88, 0x88, 0x88};
+  const uint8_t expect0[16] = {
+      0x00 | 15 << 4, 15 | 10 << 4, 9 | 8 << 4, 8 | 8 << 4, 7 | 8 << 4, 0x88, 0x88, 0x88,
+      0x88,           0x88,         0x88,       0x88,       0x88,       0x88, 0x88, 0x88};
   for (int j = 0; j < 16; ++j) EXPECT_EQ(b[0].qs[j], expect0[j]) << "byte " << j;
   EXPECT_EQ(b[1].d, 0xb800);  // -0.5
   EXPECT_EQ(b[1].qs[0], 0 | 10 << 4);
@@ -219,17 +228,19 @@ TEST(QuantQ4_0, HandComputedBlocksMatchTheDocumentedAlgorithm) {
 TEST(QuantMxfp4, HandComputedBlocksMatchTheDocumentedAlgorithm) {
   std::vector<float> x(4 * 32, 0.0f);
   // Block 0: amax 6 -> e = 127, the grid itself.
-  x[0] = 6.0f;     // code 7
-  x[1] = -6.0f;    // 15
-  x[2] = 1.25f;    // tie 1 (code 2) / 1.5 (3) -> 2
-  x[3] = 5.0f;     // tie 4 (6) / 6 (7) -> 6
-  x[4] = -0.25f;   // tie 0 (0) / -0.5 (9) -> 0
-  x[5] = -2.5f;    // tie -2 (12) / -3 (13) -> 12
-  x[16] = 0.75f;   // tie .5 (1) / 1 (2) -> 1
-  x[17] = -0.1f;   // nearest 0 -> code 0 (beats -0, code 8)
+  x[0] = 6.0f;    // code 7
+  x[1] = -6.0f;   // 15
+  x[2] = 1.25f;   // tie 1 (code 2) / 1.5 (3) -> 2
+  x[3] = 5.0f;    // tie 4 (6) / 6 (7) -> 6
+  x[4] = -0.25f;  // tie 0 (0) / -0.5 (9) -> 0
+  x[5] = -2.5f;   // tie -2 (12) / -3 (13) -> 12
+  x[16] = 0.75f;  // tie .5 (1) / 1 (2) -> 1
+  x[17] = -0.1f;  // nearest 0 -> code 0 (beats -0, code 8)
   // Block 1 zero: e = 0, all codes 0.
   // Block 2: amax 1 -> e = 125, scale 1/8: 1 -> 8 * 1/8 (code 6), 0.9 -> 1 (6).
-  x[64] = 1.0f; x[65] = 0.9f; x[66] = -0.2f;  // -0.2 -> -0.25 (code 10: -2/8)
+  x[64] = 1.0f;
+  x[65] = 0.9f;
+  x[66] = -0.2f;  // -0.2 -> -0.25 (code 10: -2/8)
   // Block 3: amax 8 - 2^-21 is below 8, but log2f rounds to 3.0 -> e = 128
   // (ggml's behaviour, which a bit-exact floor would miss: e = 127).
   x[96] = 8.0f - 0x1p-21f;
@@ -273,9 +284,10 @@ TEST(QuantQ8_0, RoundTripErrorWithinHalfAStepPerBlock) {
     const double d = amax / 127, d16 = f16_to_f32(blocks[b].d);
     const double bound = d * (0.5 + 1e-5) + 127 * std::fabs(d16 - d);
     for (int j = 0; j < 32; ++j)
-      ASSERT_LE(std::fabs(double(y[32 * b + j]) - x[32 * b + j]), bound) << "block " << b << " j " << j;
+      ASSERT_LE(std::fabs(double(y[32 * b + j]) - x[32 * b + j]), bound)
+          << "block " << b << " j " << j;
   }
-  EXPECT_LT(rms_relative_error(x, y), 0.02);  // measured 0.0089 on this row
+  EXPECT_LT(rms_relative_error(x, y), 0.02);  // measured 0.0127 on this row (outliers)
 }
 
 // Per element: |y - x| <= d/2 (rounding) or, above +7.5 d where the code
@@ -294,10 +306,11 @@ TEST(QuantQ4_0, RoundTripErrorWithinHalfAStepExceptTheClampedSide) {
     for (int j = 0; j < 32; ++j) {
       const double v = d != 0 ? x[32 * b + j] / d : 0;  // in [-8, 8]
       const double bound = std::fabs(d) * (std::max(0.5, v - 7) + 1e-5) + 8 * std::fabs(d16 - d);
-      ASSERT_LE(std::fabs(double(y[32 * b + j]) - x[32 * b + j]), bound) << "block " << b << " j " << j;
+      ASSERT_LE(std::fabs(double(y[32 * b + j]) - x[32 * b + j]), bound)
+          << "block " << b << " j " << j;
     }
   }
-  EXPECT_LT(rms_relative_error(x, y), 0.20);  // measured 0.124
+  EXPECT_LT(rms_relative_error(x, y), 0.25);  // measured 0.149 on this row (outliers)
 }
 
 // Per element, with s = 2^(e - 127) the E2M1 unit of the block: half the grid
@@ -314,10 +327,11 @@ TEST(QuantMxfp4, RoundTripErrorWithinHalfTheGridGap) {
     for (int j = 0; j < 32; ++j) {
       const double a = std::fabs(double(x[32 * b + j]));
       const double bound = a <= 2 * s ? s / 4 : a <= 4 * s ? s / 2 : a <= 6 * s ? s : a - 6 * s;
-      ASSERT_LE(std::fabs(double(y[32 * b + j]) - x[32 * b + j]), bound) << "block " << b << " j " << j;
+      ASSERT_LE(std::fabs(double(y[32 * b + j]) - x[32 * b + j]), bound)
+          << "block " << b << " j " << j;
     }
   }
-  EXPECT_LT(rms_relative_error(x, y), 0.20);  // measured 0.139
+  EXPECT_LT(rms_relative_error(x, y), 0.30);  // measured 0.198 on this row (outliers)
 }
 
 // Q4_K: every element is the nearest code of its sub-block's final scale and
@@ -341,15 +355,12 @@ TEST(QuantQ4K, RoundTripErrorWithinHalfAStepAndRmsBound) {
         const double lo = -dm, hi = -dm + 15 * d;
         const double outside = std::max({0.0, lo - x[k], x[k] - hi});
         const double bound = std::max(d * 0.5, outside) + 1e-6 * (std::fabs(x[k]) + dm) + 1e-30;
-        ASSERT_LE(std::fabs(double(y[k]) - x[k]), bound) << "block " << b << " sub " << s << " i " << i;
+        ASSERT_LE(std::fabs(double(y[k]) - x[k]), bound)
+            << "block " << b << " sub " << s << " i " << i;
       }
     }
   }
-  EXPECT_LT(rms_relative_error(x, y), 0.12);  // measured 0.085 on this row
-  const auto g = test_row(256 * 16, 40);      // plain Gaussian part: ggml's Q4_K gives ~0.09
-  EXPECT_LT(rms_relative_error(g, dequantized(TensorFormat::Q4_K, quantized(TensorFormat::Q4_K, g),
-                                               256 * 16)),
-            0.12);
+  EXPECT_LT(rms_relative_error(x, y), 0.13);  // measured 0.0965 on this row (outliers)
 }
 
 // Q6_K: |y - x| <= d_s / 2 unless beyond the code range [-32 d_s, 31 d_s]
@@ -369,11 +380,32 @@ TEST(QuantQ6K, RoundTripErrorWithinHalfAStepAndRmsBound) {
         const double lo = std::min(-32 * d, 31 * d), hi = std::max(-32 * d, 31 * d);
         const double outside = std::max({0.0, lo - x[k], x[k] - hi});
         const double bound = std::max(std::fabs(d) * 0.5, outside) + 1e-6 * std::fabs(x[k]) + 1e-30;
-        ASSERT_LE(std::fabs(double(y[k]) - x[k]), bound) << "block " << b << " sub " << s << " i " << i;
+        ASSERT_LE(std::fabs(double(y[k]) - x[k]), bound)
+            << "block " << b << " sub " << s << " i " << i;
       }
     }
   }
-  EXPECT_LT(rms_relative_error(x, y), 0.04);  // measured 0.022 on this row
+  EXPECT_LT(rms_relative_error(x, y), 0.05);  // measured 0.034 on this row (outliers)
+}
+
+// Quality on plain N(0, 1) weights (16384 values): RMS of (y - x) / RMS of x.
+// Measured: q8_0 0.0053, q4_0 0.0861, mxfp4 0.1154, q4_k 0.0710, q6_k 0.0178
+// (the usual ordering: the K formats' scale search beats the 32-blocks).
+TEST(QuantFormat, GaussianRmsErrorPerFormat) {
+  std::mt19937 rng(9);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> g(256 * 64);
+  for (auto& v : g) v = normal(rng);
+  struct Limit {
+    TensorFormat f;
+    double rms;
+  };
+  for (const Limit& l : {Limit{TensorFormat::Q8_0, 0.008}, Limit{TensorFormat::Q4_0, 0.11},
+                         Limit{TensorFormat::MXFP4, 0.15}, Limit{TensorFormat::Q4_K, 0.09},
+                         Limit{TensorFormat::Q6_K, 0.025}}) {
+    const double rms = rms_relative_error(g, dequantized(l.f, quantized(l.f, g), 256 * 64));
+    EXPECT_LT(rms, l.rms) << format_name(l.f);
+  }
 }
 
 TEST(QuantFormat, ZeroRowsRoundTripToExactZero) {
@@ -412,11 +444,11 @@ struct DotCase {
 };
 
 std::vector<DotCase> dot_cases() {
-  return {{TensorFormat::Q8_0, 32 * 3},   {TensorFormat::Q8_0, 32 * 37},
-          {TensorFormat::Q4_0, 32 * 3},   {TensorFormat::Q4_0, 32 * 37},
-          {TensorFormat::MXFP4, 32 * 3},  {TensorFormat::MXFP4, 32 * 37},
-          {TensorFormat::Q4_K, 256 * 3},  {TensorFormat::Q4_K, 256 * 5},
-          {TensorFormat::Q6_K, 256 * 3},  {TensorFormat::Q6_K, 256 * 5}};
+  return {{TensorFormat::Q8_0, 32 * 3},  {TensorFormat::Q8_0, 32 * 37},
+          {TensorFormat::Q4_0, 32 * 3},  {TensorFormat::Q4_0, 32 * 37},
+          {TensorFormat::MXFP4, 32 * 3}, {TensorFormat::MXFP4, 32 * 37},
+          {TensorFormat::Q4_K, 256 * 3}, {TensorFormat::Q4_K, 256 * 5},
+          {TensorFormat::Q6_K, 256 * 3}, {TensorFormat::Q6_K, 256 * 5}};
 }
 
 // Largest |activation(dequantized) - x| per element: half a Q8_0 step plus the
@@ -503,14 +535,20 @@ TEST(QuantDot, ExactOnWeightsAlreadyOnTheGrid) {
   std::vector<float> x(n);
   for (int64_t j = 0; j < n; ++j) x[j] = j % 32 == 0 ? 127.0f : float((j * 11) % 255 - 127);
   const float mxfp4_grid[] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6, -0.5f, -1, -1.5f, -2, -3, -4, -6};
-  struct Grid { TensorFormat f; float (*value)(int64_t j, const float* grid); };
+  struct Grid {
+    TensorFormat f;
+    float (*value)(int64_t j, const float* grid);
+  };
   for (const Grid& g :
-       {Grid{TensorFormat::Q8_0, [](int64_t j, const float*) {
-               return j % 32 == 0 ? -127.0f : float((j * 37) % 255 - 127); }},
-        Grid{TensorFormat::Q4_0, [](int64_t j, const float*) {
-               return j % 32 == 0 ? -8.0f : float((j * 5) % 16 - 8); }},
-        Grid{TensorFormat::MXFP4, [](int64_t j, const float* grid) {
-               return j % 32 == 0 ? 6.0f : grid[(j * 7) % 15]; }}}) {
+       {Grid{TensorFormat::Q8_0,
+             [](int64_t j, const float*) {
+               return j % 32 == 0 ? -127.0f : float((j * 37) % 255 - 127);
+             }},
+        Grid{TensorFormat::Q4_0,
+             [](int64_t j, const float*) { return j % 32 == 0 ? -8.0f : float((j * 5) % 16 - 8); }},
+        Grid{TensorFormat::MXFP4, [](int64_t j, const float*grid) {
+               return j % 32 == 0 ? 6.0f : grid[(j * 7) % 15];
+             }}}) {
     SCOPED_TRACE(format_name(g.f));
     std::vector<float> w(n);
     for (int64_t j = 0; j < n; ++j) w[j] = g.value(j, mxfp4_grid);

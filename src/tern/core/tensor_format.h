@@ -13,7 +13,11 @@ namespace tern {
 
 // Values index the format table: append new formats, never reorder.
 enum class TensorFormat : uint8_t {
-  F32, F16, BF16, U8, I8,
+  F32,
+  F16,
+  BF16,
+  U8,
+  I8,
   Q8_0,   // 32 elements: f16 scale + 32 x int8                       (34 bytes)
   Q4_0,   // 32 elements: f16 scale + 16 bytes of 4-bit codes          (18 bytes)
   Q4_K,   // 256 elements: f16 d, f16 dmin, 12 bytes of 6-bit scales/mins, 128 bytes of codes (144)

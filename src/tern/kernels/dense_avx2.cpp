@@ -3,6 +3,7 @@
 // by kernel_path.cpp after __builtin_cpu_supports. Same 16-lane summation
 // order as the portable path (dense_kernels.h): lanes 0-7 live in one
 // register, lanes 8-15 in another.
+#include "tern/kernels/float_mode.h"  // first: see there
 #include "tern/kernels/dense_kernels.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -11,8 +12,6 @@
 
 #include <cstring>
 #endif
-// last:
-#include "tern/kernels/float_mode.h"
 
 namespace tern::detail {
 
@@ -145,13 +144,16 @@ TERN_AVX2 void axpy(float a, const float* x, float* y, int64_t n) { axpy_inline(
 
 // H outputs x NB*8 dims held in registers while every row streams past; the
 // last 1-7 dims go through masked loads (masked lanes read nothing).
+template <bool Masked>
+TERN_AVX2 inline __m256 load_columns(const float* p, __m256i mask) {
+  if constexpr (Masked) return _mm256_maskload_ps(p, mask);
+  else return _mm256_loadu_ps(p);
+}
+
 template <int H, int NB, bool Masked>
 TERN_AVX2 void weighted_block(const float* weights, int64_t ldw, const float* rows, int64_t ldr,
                               int64_t n_rows, float* out, int64_t ldo, __m256i mask) {
-  auto load = [&](const float* p) {
-    if constexpr (Masked) return _mm256_maskload_ps(p, mask);
-    else return _mm256_loadu_ps(p);
-  };
+  auto load = [mask](const float* p) TERN_AVX2 { return load_columns<Masked>(p, mask); };
   __m256 acc[H][NB];
   for (int h = 0; h < H; ++h)
     for (int b = 0; b < NB; ++b) acc[h][b] = load(out + h * ldo + 8 * b);

@@ -2,13 +2,12 @@
 // over 16 independent float lanes (see the summation order in
 // dense_kernels.h); independent lanes let the compiler vectorize without
 // reassociating anything.
+#include "tern/kernels/float_mode.h"  // first: see there
 #include <algorithm>
 
 #include "tern/kernels/convert.h"
 #include "tern/kernels/dense_kernels.h"
 #include "tern/kernels/kernel_path.h"
-// last:
-#include "tern/kernels/float_mode.h"
 
 namespace tern::detail {
 namespace {

@@ -1,12 +1,12 @@
+#include "tern/kernels/float_mode.h"  // first: see there
 #include "tern/kernels/ops.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
 #include "tern/kernels/dense_kernels.h"
 #include "tern/kernels/fast_exp.h"
-// last:
-#include "tern/kernels/float_mode.h"
 
 namespace tern {
 namespace {
@@ -40,19 +40,16 @@ void rmsnorm(const float* x, const float* w, int64_t n, float eps, float* out) {
 void softmax(float* x, int64_t n) {
   if (n <= 0) return;
   float max = -std::numeric_limits<float>::infinity();
-  bool nan = false;
-  for (int64_t i = 0; i < n; ++i) {
-    max = x[i] > max ? x[i] : max;
-    nan |= std::isnan(x[i]);
-  }
-  if (nan || max == -std::numeric_limits<float>::infinity()) {
-    for (int64_t i = 0; i < n; ++i) x[i] = std::numeric_limits<float>::quiet_NaN();
-    return;
-  }
+  for (int64_t i = 0; i < n; ++i) max = x[i] > max ? x[i] : max;
   // x - max <= 0, so exp never overflows; the max element contributes 1.
+  // NaN needs no branch: a NaN input, +inf, or all -inf (-inf - -inf) makes
+  // the sum NaN, and so every output.
   for (int64_t i = 0; i < n; ++i) x[i] = detail::fast_exp(x[i] - max);
   double sum = sum8(x, n, [](float v) { return static_cast<double>(v); });
-  for (int64_t i = 0; i < n; ++i) x[i] = static_cast<float>(static_cast<double>(x[i]) / sum);
+  // 1/sum in double, then one double product per element: the rounding to
+  // float dominates, and a multiply is much cheaper than a divide.
+  const double inv = 1.0 / sum;
+  for (int64_t i = 0; i < n; ++i) x[i] = static_cast<float>(static_cast<double>(x[i]) * inv);
 }
 
 void silu(const float* x, float* out, int64_t n) {

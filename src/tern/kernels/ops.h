@@ -15,11 +15,13 @@ namespace tern {
 void rmsnorm(const float* x, const float* w, int64_t n, float eps, float* out);
 
 // In place, numerically stable: subtracts the max before exp (in float, as
-// PyTorch does), sums the exponentials in double, divides in double. All -inf (or NaN) input gives
-// NaN, like PyTorch. Same numbers on every kernel path.
+// PyTorch does; exp within 1 ulp, not libm's), sums the exponentials in
+// double and scales by 1/sum in double. A NaN or +inf input, or all -inf,
+// gives NaN everywhere, like PyTorch. Same numbers on every kernel path.
 void softmax(float* x, int64_t n);
 
-// silu(x) = x / (1 + exp(-x)); out may alias x.
+// silu(x) = x / (1 + exp(-x)), exp within 1 ulp and capped at exp(88) (so
+// silu(x) for x < -88 is a tiny negative number, not -0); out may alias x.
 void silu(const float* x, float* out, int64_t n);
 // out = silu(gate) * up (the SwiGLU feed-forward); out may alias either input.
 void swiglu(const float* gate, const float* up, float* out, int64_t n);

@@ -1,10 +1,9 @@
+#include "tern/kernels/float_mode.h"  // first: see there
 #include "tern/kernels/rope.h"
 
 #include <cmath>
 
 #include "tern/core/error.h"
-// last:
-#include "tern/kernels/float_mode.h"
 
 namespace tern {
 

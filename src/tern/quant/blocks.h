@@ -26,10 +26,10 @@
 
 namespace tern {
 
-inline constexpr int kQK8_0 = 32;   // elements per Q8_0 block
-inline constexpr int kQK4_0 = 32;   // elements per Q4_0 block
-inline constexpr int kQKMxfp4 = 32; // elements per MXFP4 block
-inline constexpr int kQK_K = 256;   // elements per K-quant super-block (Q4_K, Q6_K, Q8_K)
+inline constexpr int kQK8_0 = 32;    // elements per Q8_0 block
+inline constexpr int kQK4_0 = 32;    // elements per Q4_0 block
+inline constexpr int kQKMxfp4 = 32;  // elements per MXFP4 block
+inline constexpr int kQK_K = 256;    // elements per K-quant super-block (Q4_K, Q6_K, Q8_K)
 
 // Q8_0: 32 weights, value = d * qs[j].
 struct BlockQ8_0 {
@@ -39,30 +39,30 @@ struct BlockQ8_0 {
 
 // Q4_0: 32 weights, value = d * (nibble - 8).
 struct BlockQ4_0 {
-  uint16_t d;                  // f16 scale
-  uint8_t qs[kQK4_0 / 2];      // element j in the low nibble of qs[j], j + 16 in the high one
+  uint16_t d;              // f16 scale
+  uint8_t qs[kQK4_0 / 2];  // element j in the low nibble of qs[j], j + 16 in the high one
 };
 
 // MXFP4 (OCP microscaling FP4): 32 weights sharing a power-of-two scale.
 struct BlockMxfp4 {
-  uint8_t e;                   // E8M0 biased exponent
-  uint8_t qs[kQKMxfp4 / 2];    // E2M1 codes, nibble order as Q4_0
+  uint8_t e;                 // E8M0 biased exponent
+  uint8_t qs[kQKMxfp4 / 2];  // E2M1 codes, nibble order as Q4_0
 };
 
 // Q4_K: 256 weights in 8 sub-blocks of 32, each with a 6-bit scale and min.
 struct BlockQ4K {
-  uint16_t d;                  // f16 super-scale of the sub-block scales
-  uint16_t dmin;               // f16 super-scale of the sub-block mins
-  uint8_t scales[12];          // 8 x (6-bit scale, 6-bit min), packed as ggml
-  uint8_t qs[kQK_K / 2];       // 4-bit codes
+  uint16_t d;             // f16 super-scale of the sub-block scales
+  uint16_t dmin;          // f16 super-scale of the sub-block mins
+  uint8_t scales[12];     // 8 x (6-bit scale, 6-bit min), packed as ggml
+  uint8_t qs[kQK_K / 2];  // 4-bit codes
 };
 
 // Q6_K: 256 weights in 16 sub-blocks of 16, each with an int8 scale.
 struct BlockQ6K {
-  uint8_t ql[kQK_K / 2];       // low 4 bits of the 6-bit codes
-  uint8_t qh[kQK_K / 4];       // high 2 bits
-  int8_t scales[kQK_K / 16];   // sub-block scales
-  uint16_t d;                  // f16 super-scale
+  uint8_t ql[kQK_K / 2];      // low 4 bits of the 6-bit codes
+  uint8_t qh[kQK_K / 4];      // high 2 bits
+  int8_t scales[kQK_K / 16];  // sub-block scales
+  uint16_t d;                 // f16 super-scale
 };
 
 // Q8_K: ggml's activation format for dot products with K-quant weights.
@@ -70,7 +70,7 @@ struct BlockQ6K {
 struct BlockQ8K {
   float d;
   int8_t qs[kQK_K];
-  int16_t bsums[kQK_K / 16];   // sums of groups of 16 quants
+  int16_t bsums[kQK_K / 16];  // sums of groups of 16 quants
 };
 
 static_assert(sizeof(BlockQ8_0) == 34, "block_q8_0 is 34 bytes in GGUF");
@@ -82,7 +82,8 @@ static_assert(sizeof(BlockQ8K) == 292, "block_q8_K is 292 bytes in ggml");
 static_assert(offsetof(BlockQ6K, d) == 208, "block_q6_K stores d last");
 
 // The E2M1 values doubled (ggml's kvalues_mxfp4): code -> 2 * value.
-inline constexpr int8_t kMxfp4Values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+inline constexpr int8_t kMxfp4Values[16] = {0, 1,  2,  3,  4,  6,  8,  12,
+                                            0, -1, -2, -3, -4, -6, -8, -12};
 
 // The 6-bit scale and min of Q4_K sub-block j (0..7) from the packed bytes:
 // j < 4: low 6 bits of scales[j] and scales[j + 4]; j >= 4: low/high nibble of

@@ -4,11 +4,12 @@
 // 6 (12 in the doubled table); each element then takes the first code of
 // least |value - x| (ties go to the lower code index, so to the smaller
 // magnitude, and 0 beats -0).
+#include "tern/quant/quant_internal.h"  // first: sets the float mode
+
 #include <algorithm>
 #include <cmath>
 
 #include "tern/quant/quantize.h"
-#include "tern/quant/quant_internal.h"
 
 namespace tern {
 

@@ -3,11 +3,12 @@
 // largest magnitude *with its sign*, d = max / -8, so that element maps to
 // code 0 exactly (value -8 d) and the other side reaches at most +7 d (code 15
 // after clamping +8). Codes are truncate(x / d + 8.5), i.e. round half up.
+#include "tern/quant/quant_internal.h"  // first: sets the float mode
+
 #include <algorithm>
 #include <cmath>
 
 #include "tern/quant/quantize.h"
-#include "tern/quant/quant_internal.h"
 
 namespace tern {
 

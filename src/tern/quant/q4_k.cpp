@@ -8,11 +8,12 @@
 //     d = max_scale / 63, dmin = max_min / 63 (stored as f16);
 //  3. re-quantize every element against the final (f16, 6-bit) scale and min.
 // Every float operation is in ggml's order; see quantize.h for the contract.
+#include "tern/quant/quant_internal.h"  // first: sets the float mode
+
 #include <algorithm>
 #include <cmath>
 
 #include "tern/quant/quantize.h"
-#include "tern/quant/quant_internal.h"
 
 namespace tern {
 
@@ -20,8 +21,8 @@ using namespace quant_detail;
 
 namespace {
 
-constexpr int kSub = 32;              // elements per sub-block
-constexpr int kNumSub = kQK_K / kSub; // 8
+constexpr int kSub = 32;               // elements per sub-block
+constexpr int kNumSub = kQK_K / kSub;  // 8
 
 // ggml's make_qkx2_quants with use_mad = false: least-squares fit of
 // x[i] ~ scale * L[i] + min under weights w, min clamped to <= 0, trying

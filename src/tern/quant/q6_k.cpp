@@ -7,11 +7,12 @@
 //     magnitude, which maps to -128 (d = -max_scale / 128, stored as f16);
 //  3. every element re-quantized against its final scale d * scales[s].
 // Every float operation is in ggml's order; see quantize.h for the contract.
+#include "tern/quant/quant_internal.h"  // first: sets the float mode
+
 #include <algorithm>
 #include <cmath>
 
 #include "tern/quant/quantize.h"
-#include "tern/quant/quant_internal.h"
 
 namespace tern {
 
@@ -19,9 +20,9 @@ using namespace quant_detail;
 
 namespace {
 
-constexpr int kSub = 16;               // elements per sub-block
-constexpr int kNumSub = kQK_K / kSub;  // 16
-constexpr float kGroupMaxEps = 1e-15f; // ggml's GROUP_MAX_EPS: below it a group is zero
+constexpr int kSub = 16;                // elements per sub-block
+constexpr int kNumSub = kQK_K / kSub;   // 16
+constexpr float kGroupMaxEps = 1e-15f;  // ggml's GROUP_MAX_EPS: below it a group is zero
 
 // Weighted sums of one candidate: sumlx = sum w x l, suml2 = sum w l^2, with
 // l = clamp(round(iscale * x), -nmax, nmax - 1) and w = x^2.
@@ -122,7 +123,8 @@ void quantize_block(const float* x, BlockQ6K* y) {
       const int q1 = Lh[l], q2 = Lh[l + 32], q3 = Lh[l + 64], q4 = Lh[l + 96];
       ql[l] = static_cast<uint8_t>((q1 & 0xF) | ((q3 & 0xF) << 4));
       ql[l + 32] = static_cast<uint8_t>((q2 & 0xF) | ((q4 & 0xF) << 4));
-      qh[l] = static_cast<uint8_t>((q1 >> 4) | ((q2 >> 4) << 2) | ((q3 >> 4) << 4) | ((q4 >> 4) << 6));
+      qh[l] =
+          static_cast<uint8_t>((q1 >> 4) | ((q2 >> 4) << 2) | ((q3 >> 4) << 4) | ((q4 >> 4) << 6));
     }
   }
 }

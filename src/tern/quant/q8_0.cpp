@@ -1,10 +1,11 @@
 // Q8_0: blocks of 32 weights, value = d * q with q an int8 and d an f16 scale.
 // Quantizer: ggml's quantize_row_q8_0_ref (d = amax / 127, q = roundf(x / d)).
+#include "tern/quant/quant_internal.h"  // first: sets the float mode
+
 #include <algorithm>
 #include <cmath>
 
 #include "tern/quant/quantize.h"
-#include "tern/quant/quant_internal.h"
 
 namespace tern {
 

@@ -2,11 +2,12 @@
 // (256 per block, f32 scale, group sums). Quantizer: quantize_row_q8_K_ref:
 // the element of largest magnitude maps to -127 exactly (iscale = -127 / max),
 // codes are round-half-even, capped at 127.
+#include "tern/quant/quant_internal.h"  // first: sets the float mode
+
 #include <algorithm>
 #include <cmath>
 
 #include "tern/quant/quantize.h"
-#include "tern/quant/quant_internal.h"
 
 namespace tern {
 

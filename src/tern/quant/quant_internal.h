@@ -1,13 +1,20 @@
-// Internal to quant/: helpers shared by the per-format files. Include last in
-// a quant .cpp: it also forbids the compiler from fusing a * b + c into one
-// rounding, whatever -march the library is built with, so the reference
-// quantizers compute the same floats on every target as ggml's scalar C (and
-// as tools/reference/gguf_quants.py).
-// No include guard on purpose: the pragma must reach each including file.
+// Internal to quant/: helpers shared by the per-format files. Include it
+// FIRST in a quant .cpp, before any other header. It fixes how the compiler
+// may treat float code in the including file, whatever flags the library is
+// built with (as kernels/float_mode.h does for the kernels):
+// - no contraction of a * b + c into one fused rounding, so the quantizers
+//   compute the same floats on every target as ggml's scalar C on x86-64 (and
+//   as tools/reference/gguf_quants.py); the Q4_K / Q6_K scale searches and
+//   nearest_int would otherwise change bytes (measured on ggml's own C built
+//   with -march=native -ffp-contract=fast: 108 of 1280 Q4_K blocks differ);
+// - no trapping math, which changes no computed value.
+// First, because GCC does not inline a function compiled with other options
+// into these (std::clamp, std::fabs, ... from headers included before).
+// No include guard around the pragmas: they must reach each including file.
 #if defined(__clang__)
 #pragma STDC FP_CONTRACT OFF
 #elif defined(__GNUC__)
-#pragma GCC optimize("fp-contract=off")
+#pragma GCC optimize("fp-contract=off", "no-trapping-math")
 #endif
 
 #ifndef TERN_QUANT_INTERNAL_H_
@@ -57,7 +64,9 @@ inline float e8m0_to_float_half(uint8_t e) {
   return f;
 }
 
-inline float load_f16(uint16_t h) { return f16_to_f32(h); }
+inline float load_f16(uint16_t h) {
+  return f16_to_f32(h);
+}
 
 }  // namespace tern::quant_detail
 

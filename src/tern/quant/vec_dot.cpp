@@ -1,11 +1,12 @@
 // Portable dot products of quantized weight rows (see vec_dot.h for the
 // summation order each one follows).
+#include "tern/quant/quant_internal.h"  // first: sets the float mode
+
 #include "tern/quant/vec_dot.h"
 
 #include <cmath>
 
 #include "tern/quant/quantize.h"
-#include "tern/quant/quant_internal.h"
 
 namespace tern {
 
@@ -148,9 +149,11 @@ ActivationFormat activation_format(TensorFormat weight_format) {
   switch (weight_format) {
     case TensorFormat::Q8_0:
     case TensorFormat::Q4_0:
-    case TensorFormat::MXFP4: return ActivationFormat::Q8_0;
+    case TensorFormat::MXFP4:
+      return ActivationFormat::Q8_0;
     case TensorFormat::Q4_K:
-    case TensorFormat::Q6_K: return ActivationFormat::Q8_K;
+    case TensorFormat::Q6_K:
+      return ActivationFormat::Q8_K;
     default:
       fail("format '{}' has no quantized-activation dot product", format_name(weight_format));
   }
@@ -175,23 +178,35 @@ void quantize_activation(TensorFormat weight_format, const float* x, void* act, 
 float vec_dot_q8(TensorFormat weight_format, int64_t n, const void* w_blocks,
                  const void* act_blocks) {
   switch (weight_format) {
-    case TensorFormat::Q8_0: return vec_dot_q8_0_q8(n, w_blocks, act_blocks);
-    case TensorFormat::Q4_0: return vec_dot_q4_0_q8(n, w_blocks, act_blocks);
-    case TensorFormat::MXFP4: return vec_dot_mxfp4_q8(n, w_blocks, act_blocks);
-    case TensorFormat::Q4_K: return vec_dot_q4_k_q8(n, w_blocks, act_blocks);
-    case TensorFormat::Q6_K: return vec_dot_q6_k_q8(n, w_blocks, act_blocks);
-    default: fail("vec_dot_q8: format '{}' is not quantized", format_name(weight_format));
+    case TensorFormat::Q8_0:
+      return vec_dot_q8_0_q8(n, w_blocks, act_blocks);
+    case TensorFormat::Q4_0:
+      return vec_dot_q4_0_q8(n, w_blocks, act_blocks);
+    case TensorFormat::MXFP4:
+      return vec_dot_mxfp4_q8(n, w_blocks, act_blocks);
+    case TensorFormat::Q4_K:
+      return vec_dot_q4_k_q8(n, w_blocks, act_blocks);
+    case TensorFormat::Q6_K:
+      return vec_dot_q6_k_q8(n, w_blocks, act_blocks);
+    default:
+      fail("vec_dot_q8: format '{}' is not quantized", format_name(weight_format));
   }
 }
 
 float vec_dot_f32(TensorFormat weight_format, int64_t n, const void* w_blocks, const float* x) {
   switch (weight_format) {
-    case TensorFormat::Q8_0: return vec_dot_q8_0_f32(n, w_blocks, x);
-    case TensorFormat::Q4_0: return vec_dot_q4_0_f32(n, w_blocks, x);
-    case TensorFormat::MXFP4: return vec_dot_mxfp4_f32(n, w_blocks, x);
-    case TensorFormat::Q4_K: return vec_dot_q4_k_f32(n, w_blocks, x);
-    case TensorFormat::Q6_K: return vec_dot_q6_k_f32(n, w_blocks, x);
-    default: fail("vec_dot_f32: format '{}' is not quantized", format_name(weight_format));
+    case TensorFormat::Q8_0:
+      return vec_dot_q8_0_f32(n, w_blocks, x);
+    case TensorFormat::Q4_0:
+      return vec_dot_q4_0_f32(n, w_blocks, x);
+    case TensorFormat::MXFP4:
+      return vec_dot_mxfp4_f32(n, w_blocks, x);
+    case TensorFormat::Q4_K:
+      return vec_dot_q4_k_f32(n, w_blocks, x);
+    case TensorFormat::Q6_K:
+      return vec_dot_q6_k_f32(n, w_blocks, x);
+    default:
+      fail("vec_dot_f32: format '{}' is not quantized", format_name(weight_format));
   }
 }
 

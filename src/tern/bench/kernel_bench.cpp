@@ -1,0 +1,171 @@
+#include "tern/bench/kernel_bench.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <map>
+#include <random>
+#include <thread>
+
+#include "tern/bench/memory_bandwidth.h"
+#include "tern/core/aligned_buffer.h"
+#include "tern/core/error.h"
+#include "tern/core/thread_pool.h"
+#include "tern/kernels/matvec.h"
+#include "tern/quant/quantize.h"
+
+namespace tern {
+
+std::vector<BenchShape> default_bench_shapes() {
+  return {{"qwen3-30b expert gate/up", 768, 2048},
+          {"qwen3-30b expert down", 2048, 768},
+          {"gpt-oss-120b expert gate_up", 5760, 2880},
+          {"gpt-oss-120b expert down", 2880, 2880},
+          {"qwen3 lm_head", 151936, 2048}};
+}
+
+std::vector<TensorFormat> default_bench_formats() {
+  return {TensorFormat::Q4_K, TensorFormat::Q4_0, TensorFormat::MXFP4, TensorFormat::Q8_0, TensorFormat::Q6_K,
+          TensorFormat::BF16, TensorFormat::F16, TensorFormat::F32};
+}
+
+namespace {
+
+struct Config {
+  KernelBenchRow row;
+  AlignedBuffer weights;  // `copies` identical matrices, distinct memory
+  int64_t copies = 1;
+  uint64_t matrix_bytes = 0;
+  std::vector<float> x, y;
+  std::vector<double> times;  // seconds per matrix, one per round
+};
+
+}  // namespace
+
+KernelBenchResult run_kernel_bench(const KernelBenchOptions& opt) {
+  const int threads = opt.threads > 0 ? opt.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  ThreadPool pool(threads);
+  KernelBenchResult result;
+  result.threads = threads;
+  result.memory_gbps = measure_read_bandwidth(pool).bytes_per_second / 1e9;
+
+  std::mt19937 rng(1);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<Config> configs;
+  for (TensorFormat f : opt.formats) {
+    for (const BenchShape& s : opt.shapes) {
+      // One quantized matrix, then copies of it to exceed the caches.
+      std::optional<AlignedBuffer> one;
+      uint64_t bytes = 0;
+      std::string skip;
+      if (s.cols % format_info(f).block_elements != 0) {
+        skip = fmt::format("{} columns do not fit {} blocks of {}", s.cols, format_name(f), format_info(f).block_elements);
+      } else {
+        bytes = format_bytes(f, {s.rows, s.cols});
+      }
+      for (int64_t b : opt.batches) {
+        Config c;
+        c.row.format = f;
+        c.row.shape = s;
+        c.row.batch = b;
+        c.row.skipped = skip;
+        if (skip.empty()) {
+          if (!one) {
+            one.emplace(bytes, 64);
+            std::vector<float> row(static_cast<size_t>(s.cols));
+            const int64_t rb = row_bytes(f, s.cols);
+            for (int64_t r = 0; r < s.rows; ++r) {
+              for (auto& v : row) v = normal(rng) * 0.05f;
+              quantize_row(f, row.data(), one->data() + r * rb, s.cols);
+            }
+          }
+          const uint64_t target = std::max<uint64_t>(64ull << 20, opt.working_set_bytes / static_cast<uint64_t>(b));
+          c.copies = static_cast<int64_t>(std::max<uint64_t>(1, (target + bytes - 1) / bytes));
+          c.matrix_bytes = bytes;
+          c.weights = AlignedBuffer(bytes * static_cast<uint64_t>(c.copies), 64);
+          for (int64_t k = 0; k < c.copies; ++k) std::memcpy(c.weights.data() + k * bytes, one->data(), bytes);
+          c.x.resize(static_cast<size_t>(b * s.cols));
+          for (auto& v : c.x) v = normal(rng);
+          c.y.resize(static_cast<size_t>(b * s.rows));
+        }
+        configs.push_back(std::move(c));
+      }
+    }
+  }
+  // Interleaved rounds: every configuration once per round.
+  for (int r = 0; r < opt.repeats + 1; ++r) {
+    for (Config& c : configs) {
+      if (!c.row.skipped.empty()) continue;
+      auto t0 = std::chrono::steady_clock::now();
+      try {
+        for (int64_t k = 0; k < c.copies; ++k) {
+          WeightView w{c.weights.data() + k * c.matrix_bytes, c.row.format, c.row.shape.rows, c.row.shape.cols};
+          if (c.row.batch == 1) matvec(w, c.x.data(), c.y.data(), &pool);
+          else matmul(w, c.x.data(), c.row.batch, c.y.data(), &pool);
+        }
+      } catch (const Error& e) {
+        c.row.skipped = e.what();
+        continue;
+      }
+      double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (r > 0) c.times.push_back(s / static_cast<double>(c.copies));  // round 0 warms up
+    }
+    if (!opt.quiet) fmt::print(stderr, "bench kernels: round {}/{}\n", r, opt.repeats);
+  }
+  std::map<std::tuple<int, std::string>, double> batch1;
+  for (Config& c : configs) {
+    if (!c.row.skipped.empty() || c.times.empty()) continue;
+    std::sort(c.times.begin(), c.times.end());
+    double t = c.times[c.times.size() / 2];
+    c.row.seconds_per_matrix = t;
+    c.row.weight_gbps = static_cast<double>(c.matrix_bytes) / t / 1e9;
+    c.row.gflops = 2.0 * static_cast<double>(c.row.shape.rows * c.row.shape.cols * c.row.batch) / t / 1e9;
+    c.row.bandwidth_ratio = c.row.weight_gbps / result.memory_gbps;
+    if (c.row.batch == 1) batch1[{static_cast<int>(c.row.format), c.row.shape.name}] = t;
+  }
+  for (Config& c : configs) {
+    auto it = batch1.find({static_cast<int>(c.row.format), c.row.shape.name});
+    if (c.row.skipped.empty() && it != batch1.end() && c.row.seconds_per_matrix > 0)
+      c.row.speedup_vs_batch1 = static_cast<double>(c.row.batch) * it->second / c.row.seconds_per_matrix;
+    result.rows.push_back(c.row);
+  }
+  return result;
+}
+
+nlohmann::json KernelBenchResult::to_json() const {
+  nlohmann::json rows_j = nlohmann::json::array();
+  for (const auto& r : rows) {
+    nlohmann::json j = {{"format", format_name(r.format)}, {"shape", r.shape.name}, {"rows", r.shape.rows},
+                        {"cols", r.shape.cols}, {"batch", r.batch}};
+    if (!r.skipped.empty()) {
+      j["skipped"] = r.skipped;
+    } else {
+      j["ms_per_matrix"] = r.seconds_per_matrix * 1e3;
+      j["weight_gbps"] = r.weight_gbps;
+      j["gflops"] = r.gflops;
+      j["bandwidth_ratio"] = r.bandwidth_ratio;
+      j["tokens_per_second_vs_batch1"] = r.speedup_vs_batch1;
+    }
+    rows_j.push_back(j);
+  }
+  return {{"memory_gbps", memory_gbps}, {"threads", threads}, {"rows", rows_j}};
+}
+
+std::string KernelBenchResult::to_markdown() const {
+  std::string out = fmt::format("memory read bandwidth (same run, {} threads): {:.2f} GB/s\n\n", threads, memory_gbps);
+  out += "| format | shape (rows x cols) | batch | ms/matrix | weight GB/s | GFLOP/s | % of mem bw | tok/s vs batch 1 |\n";
+  out += "| --- | --- | --- | --- | --- | --- | --- | --- |\n";
+  for (const auto& r : rows) {
+    std::string shape = fmt::format("{} {}x{}", r.shape.name, r.shape.rows, r.shape.cols);
+    if (!r.skipped.empty()) {
+      out += fmt::format("| {} | {} | {} | skipped: {} | | | | |\n", format_name(r.format), shape, r.batch, r.skipped);
+      continue;
+    }
+    out += fmt::format("| {} | {} | {} | {:.3f} | {:.2f} | {:.1f} | {:.0f}% | {:.1f}x |\n", format_name(r.format), shape,
+                       r.batch, r.seconds_per_matrix * 1e3, r.weight_gbps, r.gflops, 100 * r.bandwidth_ratio,
+                       r.speedup_vs_batch1);
+  }
+  return out;
+}
+
+}  // namespace tern

@@ -1,0 +1,58 @@
+#pragma once
+// The kernel benchmark behind `tern bench kernels`: every weight format x
+// real model shapes x token batch sizes, timed as interleaved repeats (each
+// round runs every configuration once, so machine noise hits all alike) over
+// weight sets larger than the caches. Reports weight GB/s, GFLOP/s and the
+// ratio to the memory bandwidth measured in the same run. Never asserted.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tern/core/tensor_format.h"
+
+namespace tern {
+
+struct BenchShape {
+  std::string name;
+  int64_t rows = 0;  // outputs
+  int64_t cols = 0;  // inputs
+};
+
+struct KernelBenchOptions {
+  std::vector<TensorFormat> formats;
+  std::vector<BenchShape> shapes;
+  std::vector<int64_t> batches = {1, 8, 32, 128};
+  int threads = 0;  // 0 = all cores
+  int repeats = 5;
+  uint64_t working_set_bytes = 512ull << 20;  // weights cycled per timing at batch 1
+  bool quiet = false;
+};
+
+std::vector<BenchShape> default_bench_shapes();
+std::vector<TensorFormat> default_bench_formats();
+
+struct KernelBenchRow {
+  TensorFormat format;
+  BenchShape shape;
+  int64_t batch = 0;
+  std::string skipped;  // reason, if the combination was not run
+  double seconds_per_matrix = 0;  // median
+  double weight_gbps = 0;
+  double gflops = 0;
+  double bandwidth_ratio = 0;   // weight GB/s / measured memory GB/s
+  double speedup_vs_batch1 = 0;  // tokens/s at this batch / tokens/s at batch 1
+};
+
+struct KernelBenchResult {
+  double memory_gbps = 0;
+  int threads = 0;
+  std::vector<KernelBenchRow> rows;
+  nlohmann::json to_json() const;
+  std::string to_markdown() const;
+};
+
+KernelBenchResult run_kernel_bench(const KernelBenchOptions& options);
+
+}  // namespace tern
