@@ -1,6 +1,6 @@
 // AVX2 + FMA + F16C dense kernels. Compiled per function with a target
 // attribute (the library itself targets generic x86-64) and chosen at run time
-// by kernel_path.cpp after __builtin_cpu_supports. Same 16-lane summation
+// by kernel_path.cpp after checking CPUID. Same 16-lane summation
 // order as the portable path (dense_kernels.h): lanes 0-7 live in one
 // register, lanes 8-15 in another.
 #include "tern/kernels/float_mode.h"  // first: see there

@@ -13,8 +13,9 @@ namespace {
 // split never leaves a thread a ragged tile in the middle of the matrix.
 constexpr int64_t kRowGroup = 4;
 
-// A chunk of work should stream at least this many weight bytes: waking a
-// spinning worker costs ~1 us, about what 64 KiB of weights take to stream.
+// A chunk of work should stream at least this many weight bytes: a spinning
+// worker starts a chunk ~0.3 us after the call (measured), and 64 KiB take
+// ~1 us to stream from L3 on one core, so a hand-off pays for itself.
 constexpr int64_t kMinChunkBytes = 64 * 1024;
 
 void run_rows(const WeightView& w, const float* X, int64_t n_tokens, float* Y, ThreadPool* pool,

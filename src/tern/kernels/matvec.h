@@ -20,8 +20,9 @@ class ThreadPool;
 void matvec(const WeightView& w, const float* x, float* y, ThreadPool* pool);
 
 // Y[t, r] = dot(W[r, :], X[t, :]) for a batch of tokens: X is [n_tokens,
-// w.cols], Y is [n_tokens, w.rows], both row-major. Each weight row is read
-// from memory once per block of tokens (prefill; tokens sharing an expert).
+// w.cols], Y is [n_tokens, w.rows], both row-major, not overlapping. Each
+// weight row is read from memory once per block of tokens (prefill; tokens
+// sharing an expert). n_tokens == 1 is exactly matvec.
 void matmul(const WeightView& w, const float* X, int64_t n_tokens, float* Y, ThreadPool* pool);
 
 }  // namespace tern
