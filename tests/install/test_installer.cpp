@@ -8,6 +8,7 @@
 #include "support/models.h"
 #include "tern/format/safetensors.h"
 #include "tern/format/tern_model.h"
+#include "tern/quant/quantize.h"
 
 namespace tern {
 namespace {
@@ -134,6 +135,47 @@ TEST_F(InstallTest, ConvertsExpertFormatOnRequest) {
     ASSERT_EQ(v, bf16_to_f32(bf[i])) << i;
   }
   EXPECT_EQ(m.manifest().trunk[0].format, TensorFormat::BF16) << "trunk keeps its dtype";
+}
+
+TEST_F(InstallTest, RowsThatDoNotFitTheBlockSizeAreAClearError) {
+  synth();  // tiny: rows of 64 and 32 elements
+  auto opt = testing::quiet_install(dir / "hf", dir / "m.tern");
+  opt.expert_format = TensorFormat::Q4_K;
+  expect_error([&] { install_model(opt); }, {"experts.0.gate_proj.weight", "row length 64", "q4_k block size 256"});
+  EXPECT_FALSE(std::filesystem::exists(dir / "m.tern"));
+}
+
+TEST_F(InstallTest, FallbackPicksAFormatThatFits) {
+  synth();
+  auto opt = testing::quiet_install(dir / "hf", dir / "m.tern");
+  opt.expert_format = TensorFormat::Q4_K;
+  opt.trunk_format = TensorFormat::Q8_0;
+  opt.fallback = true;
+  install_model(opt);
+  TernModel m = TernModel::open(dir / "m.tern");
+  EXPECT_EQ(m.manifest().expert_layers[0].sections[0].format, TensorFormat::Q4_0);
+  EXPECT_EQ(m.trunk_tensor("model.layers.0.self_attn.q_proj.weight").format, TensorFormat::Q8_0);
+  EXPECT_EQ(m.trunk_tensor("model.norm.weight").format, TensorFormat::F32);
+  EXPECT_EQ(m.trunk_tensor("model.layers.0.mlp.gate.weight").format, TensorFormat::F32);
+  EXPECT_TRUE(m.verify().ok());
+}
+
+TEST_F(InstallTest, QuantizedExpertsDequantizeCloseToTheSource) {
+  synth(DType::F32);
+  auto opt = testing::quiet_install(dir / "hf", dir / "m.tern");
+  opt.expert_format = TensorFormat::Q8_0;
+  install_model(opt);
+  TernModel m = TernModel::open(dir / "m.tern");
+  const ExpertLayer& l = m.manifest().expert_layers[1];
+  std::string rec(l.record_size, '\0');
+  m.read_expert(l, 3, rec.data());
+  const ExpertSection& down = l.sections[2];
+  auto ck = SafetensorsCheckpoint::open(dir / "hf");
+  const TensorInfo& src = ck.at("model.layers.1.mlp.experts.3.down_proj.weight");
+  std::vector<float> want(src.numel()), got(src.numel());
+  ck.read(src, want.data());
+  dequantize_row(TensorFormat::Q8_0, rec.data() + down.offset, got.data(), static_cast<int64_t>(got.size()));
+  for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(got[i], want[i], 0.01f) << i;
 }
 
 }  // namespace
