@@ -18,13 +18,23 @@ void add_install_command(CLI::App& app) {
   cmd->add_flag("--force", opt->force, "Replace the output if it exists");
   cmd->add_flag("-q,--quiet", opt->quiet, "No progress output");
   cmd->add_option("--expert-quant,--expert-format", *expert_fmt,
-                  "Store routed experts as q4_k|q4_0|q8_0|q6_k|mxfp4|bf16|f16|f32|source (default: as in the checkpoint)");
+                  "Store routed experts as q4_k|q4_0|q8_0|q6_k|mxfp4|bf16|f16|f32|source (default: q4_k; tensors whose rows do "
+                  "not fit 256-blocks fall back to q4_0)");
   cmd->add_option("--trunk-quant,--trunk-format", *trunk_fmt,
-                  "Store trunk matrices as q8_0|q4_k|q4_0|bf16|f16|f32|source (default: as in the checkpoint); "
-                  "norms, biases and routers stay F32");
+                  "Store trunk matrices as q8_0|q4_k|q4_0|bf16|f16|f32|source (default: q8_0); norms, biases and "
+                  "routers stay F32");
   cmd->callback([opt, expert_fmt, trunk_fmt] {
-    if (!expert_fmt->empty() && *expert_fmt != "source") opt->expert_format = parse_tensor_format(*expert_fmt);
-    if (!trunk_fmt->empty() && *trunk_fmt != "source") opt->trunk_format = parse_tensor_format(*trunk_fmt);
+    // Defaults as llama.cpp users expect of a local install: 4.5-bit experts
+    // (the bytes read per token), 8-bit trunk; with per-tensor fallback.
+    // An explicitly requested format that does not fit is an error instead.
+    opt->expert_fallback = expert_fmt->empty();
+    opt->trunk_fallback = trunk_fmt->empty();
+    auto pick = [](const std::string& flag, TensorFormat dflt) -> std::optional<TensorFormat> {
+      if (flag == "source") return std::nullopt;
+      return flag.empty() ? dflt : parse_tensor_format(flag);
+    };
+    opt->expert_format = pick(*expert_fmt, TensorFormat::Q4_K);
+    opt->trunk_format = pick(*trunk_fmt, TensorFormat::Q8_0);
     InstallResult r = install_model(*opt);
     uint64_t experts = 0;
     for (const auto& l : r.manifest.expert_layers) experts += static_cast<uint64_t>(l.num_experts);

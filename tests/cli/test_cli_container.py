@@ -18,6 +18,7 @@ class ContainerCli(TernTestCase):
         out = run("verify", model).stdout
         self.assertIn("OK", out)
         info = json.loads(run("info", model, "--json").stdout)
+        self.assertEqual(info["expert_format"], "q4_0")  # default q4_k falls back: tiny rows are 64 wide
         self.assertEqual(info["architecture"], "qwen3_moe")
         self.assertEqual(info["experts_per_layer"], 8)
         self.assertEqual(info["experts_per_token"], 2)

@@ -150,7 +150,8 @@ TEST_F(InstallTest, FallbackPicksAFormatThatFits) {
   auto opt = testing::quiet_install(dir / "hf", dir / "m.tern");
   opt.expert_format = TensorFormat::Q4_K;
   opt.trunk_format = TensorFormat::Q8_0;
-  opt.fallback = true;
+  opt.expert_fallback = true;
+  opt.trunk_fallback = true;
   install_model(opt);
   TernModel m = TernModel::open(dir / "m.tern");
   EXPECT_EQ(m.manifest().expert_layers[0].sections[0].format, TensorFormat::Q4_0);

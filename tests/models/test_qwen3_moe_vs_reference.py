@@ -48,7 +48,7 @@ class Qwen3MoeVsReference(TernTestCase):
     def model(self, name, flags):
         hf = self.path(name + "-hf")
         run("synth", "-o", hf, "-q", *flags)
-        run("install", hf, "-o", self.path(name + ".tern"), "-q")
+        run("install", hf, "-o", self.path(name + ".tern"), "-q", "--expert-quant", "source", "--trunk-quant", "source")
         return hf, self.path(name + ".tern")
 
     def tern_logits(self, model, ids, *extra):

@@ -12,9 +12,9 @@ from tern_cli import TernTestCase, run  # noqa: E402
 class Compare(TernTestCase):
     def test_identical_installs_compare_equal_and_formats_differ_slightly(self):
         run("synth", "--preset", "tiny", "--dtype", "f32", "-o", self.path("hf"), "-q")
-        run("install", self.path("hf"), "-o", self.path("a.tern"), "-q")
-        run("install", self.path("hf"), "-o", self.path("b.tern"), "-q")
-        run("install", self.path("hf"), "-o", self.path("c.tern"), "-q", "--expert-format", "bf16", "--trunk-format", "bf16")
+        run("install", self.path("hf"), "-o", self.path("a.tern"), "-q", "--expert-quant", "source", "--trunk-quant", "source")
+        run("install", self.path("hf"), "-o", self.path("b.tern"), "-q", "--expert-quant", "source", "--trunk-quant", "source")
+        run("install", self.path("hf"), "-o", self.path("c.tern"), "-q", "--expert-quant", "bf16", "--trunk-quant", "bf16")
         toks = ",".join(str(i * 13 % 500) for i in range(16))
         same = json.loads(run("compare", self.path("a.tern"), self.path("b.tern"), "--tokens", toks, "--json").stdout)
         self.assertEqual(same["positions"], 16)

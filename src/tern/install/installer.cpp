@@ -151,7 +151,8 @@ InstallResult install_model(const InstallOptions& opt) {
       fail("{}: tensor '{}' has dtype {}; install supports F32, BF16 and F16 weights", opt.source.string(),
            d.name, dtype_name(t->dtype));
     TensorFormat from = format_for_dtype(t->dtype);
-    TensorFormat to = storage_format(d, from, d.is_expert ? opt.expert_format : opt.trunk_format, opt.fallback);
+    TensorFormat to = storage_format(d, from, d.is_expert ? opt.expert_format : opt.trunk_format,
+                                     d.is_expert ? opt.expert_fallback : opt.trunk_fallback);
     if (!can_convert(from, to) && !is_quantized(to))
       fail("tensor '{}': cannot store {} as {}", d.name, format_name(from), format_name(to));
     try {

@@ -25,8 +25,10 @@ struct InstallOptions {
   std::optional<TensorFormat> trunk_format;
   // With fallback, a tensor whose rows do not divide the block size of the
   // requested format gets the nearest format that fits (q4_k -> q4_0,
-  // q6_k -> q8_0, then the source dtype), with a note; without, it is an error.
-  bool fallback = false;
+  // q6_k -> q8_0, then the source dtype), with a note; without, it is an
+  // error. The CLI enables it for defaulted formats only.
+  bool expert_fallback = false;
+  bool trunk_fallback = false;
 };
 
 struct InstallResult {

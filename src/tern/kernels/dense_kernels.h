@@ -89,8 +89,8 @@ void drive_tiles(const RowsRef& w, int64_t row_begin, int64_t row_end, const flo
   }
 }
 
-// Picks the instantiation for the weight format. New formats (Q8_0, Q4,
-// MXFP4) add a case here and a decoder in each path's Tiles.
+// Picks the instantiation for the weight format. Block-quantized formats
+// never reach here: matvec.cpp sends them to quant_kernels.h.
 template <class Tiles>
 void gemm_rows_dispatch(const RowsRef& w, int64_t row_begin, int64_t row_end, const float* x,
                         int64_t ldx, int64_t n_tokens, float* y, int64_t ldy) {

@@ -6,6 +6,13 @@
 // order of the active kernel path (kernels/dense_kernels.h). Threads split
 // output rows only, so results are bit-identical for any thread count, and
 // matmul over n tokens equals n calls of matvec bit for bit.
+//
+// Block-quantized weights (Q8_0, Q4_0, Q4_K, Q6_K, MXFP4): each token's x is
+// quantized once per call to 8-bit blocks (quant/vec_dot.h), and each output
+// is an integer-per-block dot product in quant's documented order: the result
+// is exactly vec_dot_q8(format, cols, row, quantize_activation(x)), on every
+// kernel path, for any thread count, matvec or matmul alike. The quantized
+// activations live in a per-thread buffer that grows to the largest call.
 #include <cstdint>
 
 #include "tern/kernels/weight_view.h"

@@ -4,6 +4,7 @@
 
 #include "tern/core/error.h"
 #include "tern/kernels/convert.h"
+#include "tern/quant/quantize.h"
 
 namespace tern {
 
@@ -11,16 +12,26 @@ bool weight_format_supported(TensorFormat format) {
   switch (format) {
     case TensorFormat::F32:
     case TensorFormat::F16:
-    case TensorFormat::BF16: return true;
+    case TensorFormat::BF16:
+    case TensorFormat::Q8_0:
+    case TensorFormat::Q4_0:
+    case TensorFormat::Q4_K:
+    case TensorFormat::Q6_K:
+    case TensorFormat::MXFP4: return true;
     default: return false;
   }
 }
 
 void check_weight_view(const WeightView& w, const char* what) {
   if (!weight_format_supported(w.format))
-    fail("{}: weight format '{}' is not supported by the kernels (f32, f16, bf16)", what,
-         format_name(w.format));
+    fail("{}: weight format '{}' is not supported by the kernels (f32, f16, bf16, q8_0, q4_0, "
+         "q4_k, q6_k, mxfp4)",
+         what, format_name(w.format));
   if (w.rows < 0 || w.cols < 0) fail("{}: negative weight shape [{}, {}]", what, w.rows, w.cols);
+  const TensorFormatInfo& info = format_info(w.format);
+  if (w.cols % info.block_elements != 0)
+    fail("{}: weight shape [{}, {}]: {} columns is not a multiple of the {} block size {}", what,
+         w.rows, w.cols, w.cols, info.name, info.block_elements);
   if (w.data == nullptr && w.rows > 0 && w.cols > 0)
     fail("{}: null weight data for shape [{}, {}]", what, w.rows, w.cols);
 }
@@ -54,7 +65,8 @@ void dequantize_row(const WeightView& w, int64_t row, float* out) {
     case TensorFormat::F16: convert_row<TensorFormat::F16>(p, 0, w.cols, out); return;
     default: break;
   }
-  fail("dequantize_row: unsupported format '{}'", format_name(w.format));
+  // Block formats (embeddings stored as Q8_0, ...): quant's reference decoder.
+  tern::dequantize_row(w.format, p, out, w.cols);
 }
 
 }  // namespace tern

@@ -30,11 +30,13 @@ int64_t weight_row_bytes(const WeightView& w);
 WeightView weight_rows(const WeightView& w, int64_t begin, int64_t count);
 
 // Throws tern::Error naming `what` if the view is malformed: negative
-// dimensions, a null pointer with a non-empty shape, or an unsupported format.
+// dimensions, a null pointer with a non-empty shape, an unsupported format,
+// or (block formats) cols not a multiple of the block size.
 void check_weight_view(const WeightView& w, const char* what);
 
 // Decodes row `row` to cols floats. Exact for F32/BF16/F16 (every value is
-// representable in float).
+// representable in float); block formats decode as quant's dequantize_row
+// (bit-identical to ggml's), e.g. for embeddings stored as Q8_0.
 void dequantize_row(const WeightView& w, int64_t row, float* out);
 
 }  // namespace tern
