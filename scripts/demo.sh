@@ -12,14 +12,14 @@ if [ ! -f "$DIR/demo-hf/config.json" ]; then
   "$TERN" synth --arch qwen3_moe --preset demo --seed 1 -o "$DIR/demo-hf" --force
 fi
 if [ ! -f "$DIR/demo.tern/manifest.json" ]; then
-  echo "== tern install"
+  echo "== tern install (experts quantized to q4_k, trunk to q8_0: the defaults)"
   "$TERN" install "$DIR/demo-hf" -o "$DIR/demo.tern" --force
 fi
 echo "== tern verify"
 "$TERN" verify "$DIR/demo.tern"
 echo "== tern info"
 "$TERN" info "$DIR/demo.tern"
-echo "== tern chat (one shot), experts streamed from disk through a 1 GiB cache (the model's experts are ~3 GiB)"
-"$TERN" chat "$DIR/demo.tern" --ram 1G --stats --no-think -n 48 --seed 1 \
+echo "== tern chat (one shot): experts streamed from disk through a 320 MiB cache (the model's experts take 864 MiB)"
+"$TERN" chat "$DIR/demo.tern" --ram 320M --stats --no-think -n 48 --seed 1 \
   --prompt "Explain in one sentence why mixture-of-experts models can run from disk."
 echo "== (random weights: the text above is noise; the statistics are real)"
