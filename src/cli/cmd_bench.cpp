@@ -32,7 +32,7 @@ void add_bench_command(CLI::App& app) {
     for (const auto& s : *shapes) {
       auto x = s.find('x');
       if (x == std::string::npos) fail("shape '{}' must be ROWSxCOLS", s);
-      opt->shapes.push_back({s, std::stoll(s.substr(0, x)), std::stoll(s.substr(x + 1))});
+      opt->shapes.push_back({"", std::stoll(s.substr(0, x)), std::stoll(s.substr(x + 1))});
     }
     if (opt->shapes.empty()) opt->shapes = default_bench_shapes();
     KernelBenchResult r = run_kernel_bench(*opt);

@@ -33,8 +33,7 @@ namespace {
 
 struct Config {
   KernelBenchRow row;
-  AlignedBuffer weights;  // `copies` identical matrices, distinct memory
-  int64_t copies = 1;
+  int64_t copies = 1;  // matrices of the group's weight set run per timing
   uint64_t matrix_bytes = 0;
   std::vector<float> x, y;
   std::vector<double> times;  // seconds per matrix, one per round
@@ -52,65 +51,69 @@ KernelBenchResult run_kernel_bench(const KernelBenchOptions& opt) {
   std::mt19937 rng(1);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   std::vector<Config> configs;
+  // One (format, shape) group at a time, so only its weights are in memory;
+  // inside a group the batch sizes are interleaved round by round, so the
+  // batch-N / batch-1 ratios are measured under the same conditions.
   for (TensorFormat f : opt.formats) {
     for (const BenchShape& s : opt.shapes) {
-      // One quantized matrix, then copies of it to exceed the caches.
-      std::optional<AlignedBuffer> one;
-      uint64_t bytes = 0;
+      const size_t first = configs.size();
       std::string skip;
-      if (s.cols % format_info(f).block_elements != 0) {
+      if (s.cols % format_info(f).block_elements != 0)
         skip = fmt::format("{} columns do not fit {} blocks of {}", s.cols, format_name(f), format_info(f).block_elements);
-      } else {
-        bytes = format_bytes(f, {s.rows, s.cols});
-      }
       for (int64_t b : opt.batches) {
         Config c;
         c.row.format = f;
         c.row.shape = s;
         c.row.batch = b;
         c.row.skipped = skip;
-        if (skip.empty()) {
-          if (!one) {
-            one.emplace(bytes, 64);
-            std::vector<float> row(static_cast<size_t>(s.cols));
-            const int64_t rb = row_bytes(f, s.cols);
-            for (int64_t r = 0; r < s.rows; ++r) {
-              for (auto& v : row) v = normal(rng) * 0.05f;
-              quantize_row(f, row.data(), one->data() + r * rb, s.cols);
-            }
-          }
-          const uint64_t target = std::max<uint64_t>(64ull << 20, opt.working_set_bytes / static_cast<uint64_t>(b));
-          c.copies = static_cast<int64_t>(std::max<uint64_t>(1, (target + bytes - 1) / bytes));
-          c.matrix_bytes = bytes;
-          c.weights = AlignedBuffer(bytes * static_cast<uint64_t>(c.copies), 64);
-          for (int64_t k = 0; k < c.copies; ++k) std::memcpy(c.weights.data() + k * bytes, one->data(), bytes);
-          c.x.resize(static_cast<size_t>(b * s.cols));
-          for (auto& v : c.x) v = normal(rng);
-          c.y.resize(static_cast<size_t>(b * s.rows));
-        }
         configs.push_back(std::move(c));
       }
-    }
-  }
-  // Interleaved rounds: every configuration once per round.
-  for (int r = 0; r < opt.repeats + 1; ++r) {
-    for (Config& c : configs) {
-      if (!c.row.skipped.empty()) continue;
-      auto t0 = std::chrono::steady_clock::now();
-      try {
-        for (int64_t k = 0; k < c.copies; ++k) {
-          WeightView w{c.weights.data() + k * c.matrix_bytes, c.row.format, c.row.shape.rows, c.row.shape.cols};
-          if (c.row.batch == 1) matvec(w, c.x.data(), c.y.data(), &pool);
-          else matmul(w, c.x.data(), c.row.batch, c.y.data(), &pool);
+      if (!skip.empty()) continue;
+      // The weight set: one quantized matrix copied until it exceeds the caches.
+      const uint64_t bytes = format_bytes(f, {s.rows, s.cols});
+      const int64_t copies = static_cast<int64_t>(std::max<uint64_t>(1, (opt.working_set_bytes + bytes - 1) / bytes));
+      AlignedBuffer weights(bytes * static_cast<uint64_t>(copies), 64);
+      {
+        std::vector<float> row(static_cast<size_t>(s.cols));
+        const int64_t rb = row_bytes(f, s.cols);
+        for (int64_t r = 0; r < s.rows; ++r) {
+          for (auto& v : row) v = normal(rng) * 0.05f;
+          quantize_row(f, row.data(), weights.data() + r * rb, s.cols);
         }
-      } catch (const Error& e) {
-        c.row.skipped = e.what();
-        continue;
+        for (int64_t k = 1; k < copies; ++k) std::memcpy(weights.data() + k * bytes, weights.data(), bytes);
       }
-      double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      if (r > 0) c.times.push_back(s / static_cast<double>(c.copies));  // round 0 warms up
+      for (size_t i = first; i < configs.size(); ++i) {
+        Config& c = configs[i];
+        // Larger batches are compute-bound: fewer copies keep the run short.
+        c.copies = std::max<int64_t>(1, copies / c.row.batch);
+        c.matrix_bytes = bytes;
+        c.x.resize(static_cast<size_t>(c.row.batch * s.cols));
+        for (auto& v : c.x) v = normal(rng);
+        c.y.resize(static_cast<size_t>(c.row.batch * s.rows));
+      }
+      for (int r = 0; r < opt.repeats + 1; ++r) {
+        for (size_t i = first; i < configs.size(); ++i) {
+          Config& c = configs[i];
+          if (!c.row.skipped.empty()) continue;
+          auto t0 = std::chrono::steady_clock::now();
+          try {
+            for (int64_t k = 0; k < c.copies; ++k) {
+              // Cycle from a different copy each round so no copy stays cached.
+              const int64_t idx = (k + static_cast<int64_t>(r) * c.copies) % copies;
+              WeightView w{weights.data() + idx * static_cast<int64_t>(bytes), f, s.rows, s.cols};
+              if (c.row.batch == 1) matvec(w, c.x.data(), c.y.data(), &pool);
+              else matmul(w, c.x.data(), c.row.batch, c.y.data(), &pool);
+            }
+          } catch (const Error& e) {
+            c.row.skipped = e.what();
+            continue;
+          }
+          double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+          if (r > 0) c.times.push_back(secs / static_cast<double>(c.copies));  // round 0 warms up
+        }
+      }
+      if (!opt.quiet) fmt::print(stderr, "bench kernels: {} {}x{} done\n", format_name(f), s.rows, s.cols);
     }
-    if (!opt.quiet) fmt::print(stderr, "bench kernels: round {}/{}\n", r, opt.repeats);
   }
   std::map<std::tuple<int, std::string>, double> batch1;
   for (Config& c : configs) {
@@ -156,7 +159,8 @@ std::string KernelBenchResult::to_markdown() const {
   out += "| format | shape (rows x cols) | batch | ms/matrix | weight GB/s | GFLOP/s | % of mem bw | tok/s vs batch 1 |\n";
   out += "| --- | --- | --- | --- | --- | --- | --- | --- |\n";
   for (const auto& r : rows) {
-    std::string shape = fmt::format("{} {}x{}", r.shape.name, r.shape.rows, r.shape.cols);
+    std::string shape = r.shape.name.empty() ? fmt::format("{}x{}", r.shape.rows, r.shape.cols)
+                                             : fmt::format("{} {}x{}", r.shape.name, r.shape.rows, r.shape.cols);
     if (!r.skipped.empty()) {
       out += fmt::format("| {} | {} | {} | skipped: {} | | | | |\n", format_name(r.format), shape, r.batch, r.skipped);
       continue;
