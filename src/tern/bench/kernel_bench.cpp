@@ -34,6 +34,7 @@ namespace {
 struct Config {
   KernelBenchRow row;
   int64_t copies = 1;  // matrices of the group's weight set run per timing
+  double memory_gbps = 0;  // raw read speed of the same weight set, same rounds
   uint64_t matrix_bytes = 0;
   std::vector<float> x, y;
   std::vector<double> times;  // seconds per matrix, one per round
@@ -91,7 +92,10 @@ KernelBenchResult run_kernel_bench(const KernelBenchOptions& opt) {
         for (auto& v : c.x) v = normal(rng);
         c.y.resize(static_cast<size_t>(c.row.batch * s.rows));
       }
+      std::vector<double> group_bw;  // raw reads of this weight set, one per round
       for (int r = 0; r < opt.repeats + 1; ++r) {
+        double bw = time_buffer_read(pool, weights.data(), bytes * static_cast<uint64_t>(copies));
+        if (r > 0) group_bw.push_back(bw);
         for (size_t i = first; i < configs.size(); ++i) {
           Config& c = configs[i];
           if (!c.row.skipped.empty()) continue;
@@ -112,10 +116,13 @@ KernelBenchResult run_kernel_bench(const KernelBenchOptions& opt) {
           if (r > 0) c.times.push_back(secs / static_cast<double>(c.copies));  // round 0 warms up
         }
       }
+      std::sort(group_bw.begin(), group_bw.end());
+      const double group_gbps = group_bw.empty() ? 0 : group_bw[group_bw.size() / 2] / 1e9;
+      for (size_t i = first; i < configs.size(); ++i) configs[i].memory_gbps = group_gbps;
       if (!opt.quiet) fmt::print(stderr, "bench kernels: {} {}x{} done\n", format_name(f), s.rows, s.cols);
     }
   }
-  std::map<std::tuple<int, std::string>, double> batch1;
+  std::map<std::tuple<int, int64_t, int64_t>, double> batch1;
   for (Config& c : configs) {
     if (!c.row.skipped.empty() || c.times.empty()) continue;
     std::sort(c.times.begin(), c.times.end());
@@ -123,11 +130,12 @@ KernelBenchResult run_kernel_bench(const KernelBenchOptions& opt) {
     c.row.seconds_per_matrix = t;
     c.row.weight_gbps = static_cast<double>(c.matrix_bytes) / t / 1e9;
     c.row.gflops = 2.0 * static_cast<double>(c.row.shape.rows * c.row.shape.cols * c.row.batch) / t / 1e9;
-    c.row.bandwidth_ratio = c.row.weight_gbps / result.memory_gbps;
-    if (c.row.batch == 1) batch1[{static_cast<int>(c.row.format), c.row.shape.name}] = t;
+    c.row.memory_gbps = c.memory_gbps;
+    c.row.bandwidth_ratio = c.memory_gbps > 0 ? c.row.weight_gbps / c.memory_gbps : 0;
+    if (c.row.batch == 1) batch1[{static_cast<int>(c.row.format), c.row.shape.rows, c.row.shape.cols}] = t;
   }
   for (Config& c : configs) {
-    auto it = batch1.find({static_cast<int>(c.row.format), c.row.shape.name});
+    auto it = batch1.find({static_cast<int>(c.row.format), c.row.shape.rows, c.row.shape.cols});
     if (c.row.skipped.empty() && it != batch1.end() && c.row.seconds_per_matrix > 0)
       c.row.speedup_vs_batch1 = static_cast<double>(c.row.batch) * it->second / c.row.seconds_per_matrix;
     result.rows.push_back(c.row);
@@ -146,6 +154,7 @@ nlohmann::json KernelBenchResult::to_json() const {
       j["ms_per_matrix"] = r.seconds_per_matrix * 1e3;
       j["weight_gbps"] = r.weight_gbps;
       j["gflops"] = r.gflops;
+      j["memory_gbps"] = r.memory_gbps;
       j["bandwidth_ratio"] = r.bandwidth_ratio;
       j["tokens_per_second_vs_batch1"] = r.speedup_vs_batch1;
     }
@@ -155,19 +164,22 @@ nlohmann::json KernelBenchResult::to_json() const {
 }
 
 std::string KernelBenchResult::to_markdown() const {
-  std::string out = fmt::format("memory read bandwidth (same run, {} threads): {:.2f} GB/s\n\n", threads, memory_gbps);
-  out += "| format | shape (rows x cols) | batch | ms/matrix | weight GB/s | GFLOP/s | % of mem bw | tok/s vs batch 1 |\n";
-  out += "| --- | --- | --- | --- | --- | --- | --- | --- |\n";
+  std::string out = fmt::format(
+      "memory read bandwidth at start ({} threads, 1 GiB): {:.2f} GB/s; each row's ratio is to a raw read of the "
+      "same weights timed in the same rounds (mem GB/s column)\n\n",
+      threads, memory_gbps);
+  out += "| format | shape (rows x cols) | batch | ms/matrix | weight GB/s | mem GB/s | % of mem bw | GFLOP/s | tok/s vs batch 1 |\n";
+  out += "| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n";
   for (const auto& r : rows) {
     std::string shape = r.shape.name.empty() ? fmt::format("{}x{}", r.shape.rows, r.shape.cols)
                                              : fmt::format("{} {}x{}", r.shape.name, r.shape.rows, r.shape.cols);
     if (!r.skipped.empty()) {
-      out += fmt::format("| {} | {} | {} | skipped: {} | | | | |\n", format_name(r.format), shape, r.batch, r.skipped);
+      out += fmt::format("| {} | {} | {} | skipped: {} | | | | | |\n", format_name(r.format), shape, r.batch, r.skipped);
       continue;
     }
-    out += fmt::format("| {} | {} | {} | {:.3f} | {:.2f} | {:.1f} | {:.0f}% | {:.1f}x |\n", format_name(r.format), shape,
-                       r.batch, r.seconds_per_matrix * 1e3, r.weight_gbps, r.gflops, 100 * r.bandwidth_ratio,
-                       r.speedup_vs_batch1);
+    out += fmt::format("| {} | {} | {} | {:.3f} | {:.2f} | {:.2f} | {:.0f}% | {:.1f} | {:.1f}x |\n", format_name(r.format),
+                       shape, r.batch, r.seconds_per_matrix * 1e3, r.weight_gbps, r.memory_gbps, 100 * r.bandwidth_ratio,
+                       r.gflops, r.speedup_vs_batch1);
   }
   return out;
 }

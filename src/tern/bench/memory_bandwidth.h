@@ -16,4 +16,7 @@ struct BandwidthResult {
 
 BandwidthResult measure_read_bandwidth(ThreadPool& pool, uint64_t buffer_bytes = 1ull << 30, int repeats = 5);
 
+// One timed streaming read of [data, data + bytes) over the pool; bytes/second.
+double time_buffer_read(ThreadPool& pool, const uint8_t* data, uint64_t bytes);
+
 }  // namespace tern
