@@ -7,7 +7,7 @@ PACKAGES=(
   build-essential cmake ninja-build pkg-config git
   nlohmann-json3-dev libcli11-dev libfmt-dev libxxhash-dev libpcre2-dev
   libutf8proc-dev libgtest-dev libgmock-dev libbenchmark-dev liburing-dev
-  python3 python3-numpy nodejs npm
+  python3 python3-numpy python3-torch libopenblas0-pthread nodejs npm
 )
 
 missing=()

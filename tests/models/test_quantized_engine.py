@@ -15,7 +15,8 @@ where the F32 model is decisive, i.e. its top-2 margin >= TAU:
   positions of max |logit diff| <= 0.03 * max |logit|; mean KL <= 1e-3.
 - Q4_K, Q6_K, Q4_0, MXFP4 experts: argmax identical where margin >= 0.5;
   mean max |logit diff| <= 0.15 * max |logit|; mean KL <= 0.02 nats.
-Measured values are in docs/RESULTS.md.
+Identical free-running greedy tokens are checked on a trained, decisive
+model in test_trained_model_quant.py. Measured values are in docs/RESULTS.md.
 """
 import json
 import os
