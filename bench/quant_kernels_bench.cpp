@@ -3,7 +3,7 @@
 //   QuantDot/<format>/<path>/tokens:N   the row kernel: 64 rows x 2048 cols
 //                                        (fits L2) against N tokens
 //   QuantizeActivation/<act>/<path>     one 2048-element activation row
-//   QuantMatvec/<format>                 matvec 768 x 2048, one thread
+//   QuantMatvec/<format>/<path>          matvec 768 x 2048, one thread
 // Counters: weight bytes/s, and MAC/s (rows x cols x tokens per second).
 #include <benchmark/benchmark.h>
 
@@ -41,7 +41,12 @@ AlignedBuffer quantized_matrix(TensorFormat f, int64_t rows, int64_t cols) {
 }
 
 const detail::QuantKernels* kernels_for(KernelPath path) {
-  return path == KernelPath::Avx2 ? detail::avx2_quant_kernels() : &detail::portable_quant_kernels();
+  switch (path) {
+    case KernelPath::Avx512: return detail::avx512_quant_kernels();
+    case KernelPath::Avx2: return detail::avx2_quant_kernels();
+    case KernelPath::Portable: break;
+  }
+  return &detail::portable_quant_kernels();
 }
 
 void quant_dot(benchmark::State& state, TensorFormat f, KernelPath path) {
@@ -88,7 +93,12 @@ void quantize_activation_bench(benchmark::State& state, TensorFormat f, KernelPa
       benchmark::Counter(static_cast<double>(state.iterations() * cols), benchmark::Counter::kIsRate);
 }
 
-void quant_matvec(benchmark::State& state, TensorFormat f) {
+void quant_matvec(benchmark::State& state, TensorFormat f, KernelPath path) {
+  if (!kernel_path_supported(path)) {
+    state.SkipWithError("kernel path not supported on this CPU");
+    return;
+  }
+  const ScopedKernelPath scoped(path);
   const int64_t rows = 768, cols = 2048;
   AlignedBuffer w = quantized_matrix(f, rows, cols);
   std::vector<float> x = random_floats(cols, 4), y(static_cast<size_t>(rows));
@@ -104,10 +114,10 @@ void quant_matvec(benchmark::State& state, TensorFormat f) {
 
 void register_all() {
   for (TensorFormat f : kFormats) {
-    for (KernelPath path : {KernelPath::Avx2, KernelPath::Portable}) {
+    for (KernelPath path : {KernelPath::Avx512, KernelPath::Avx2, KernelPath::Portable}) {
       std::string name = "QuantDot/" + std::string(format_name(f)) + "/" + std::string(kernel_path_name(path));
       auto* b = benchmark::RegisterBenchmark(name.c_str(), quant_dot, f, path)->ArgName("tokens")->Arg(1);
-      if (path == KernelPath::Avx2) b->Arg(8)->Arg(32);
+      if (path != KernelPath::Portable) b->Arg(8)->Arg(32);
     }
   }
   for (TensorFormat f : {TensorFormat::Q8_0, TensorFormat::Q4_K})
@@ -117,7 +127,10 @@ void register_all() {
       benchmark::RegisterBenchmark(name.c_str(), quantize_activation_bench, f, path);
     }
   for (TensorFormat f : kFormats)
-    benchmark::RegisterBenchmark(("QuantMatvec/" + std::string(format_name(f))).c_str(), quant_matvec, f);
+    for (KernelPath path : {KernelPath::Avx512, KernelPath::Avx2})
+      benchmark::RegisterBenchmark(
+          ("QuantMatvec/" + std::string(format_name(f)) + "/" + std::string(kernel_path_name(path))).c_str(),
+          quant_matvec, f, path);
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include "tern/bench/memory_bandwidth.h"
 #include "tern/core/error.h"
 #include "tern/core/thread_pool.h"
+#include "tern/kernels/kernel_path.h"
 
 namespace tern::cli {
 
@@ -17,11 +18,15 @@ void add_bench_command(CLI::App& app) {
   auto opt = std::make_shared<KernelBenchOptions>();
   auto formats = std::make_shared<std::vector<std::string>>();
   auto shapes = std::make_shared<std::vector<std::string>>();
+  auto paths = std::make_shared<std::vector<std::string>>();
   auto json = std::make_shared<bool>(false);
   kernels->add_option("--formats", *formats, "Weight formats (default: q4_k,q4_0,mxfp4,q8_0,q6_k,bf16,f16,f32)")->delimiter(',');
   kernels->add_option("--shapes", *shapes, "Shapes as ROWSxCOLS (default: Qwen3-30B/GPT-OSS-120B experts, lm_head)")->delimiter(',');
   kernels->add_option("--batches", opt->batches, "Token batch sizes")->delimiter(',');
   kernels->add_option("--threads", opt->threads, "Threads (default: all cores)");
+  kernels->add_option("--paths", *paths,
+                      "Kernel paths to A/B, interleaved in the same rounds (portable, avx2, avx512; default: the active one)")
+      ->delimiter(',');
   kernels->add_option("--repeats", opt->repeats, "Interleaved rounds (median reported)")->check(CLI::PositiveNumber);
   kernels->add_flag("--json", *json, "Print JSON");
   kernels->callback([=] {
@@ -35,6 +40,8 @@ void add_bench_command(CLI::App& app) {
       opt->shapes.push_back({"", std::stoll(s.substr(0, x)), std::stoll(s.substr(x + 1))});
     }
     if (opt->shapes.empty()) opt->shapes = default_bench_shapes();
+    opt->paths.clear();
+    for (const auto& p : *paths) opt->paths.push_back(parse_kernel_path(p));
     KernelBenchResult r = run_kernel_bench(*opt);
     fmt::print("{}", *json ? r.to_json().dump(2) + "\n" : r.to_markdown());
   });

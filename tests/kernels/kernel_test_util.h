@@ -55,6 +55,14 @@ inline TestWeights make_weights(TensorFormat format, int64_t rows, int64_t cols,
 inline std::vector<KernelPath> supported_paths() {
   std::vector<KernelPath> paths{KernelPath::Portable};
   if (kernel_path_supported(KernelPath::Avx2)) paths.push_back(KernelPath::Avx2);
+  if (kernel_path_supported(KernelPath::Avx512)) paths.push_back(KernelPath::Avx512);
+  return paths;
+}
+
+// The SIMD paths this machine can run (each is compared with the portable one).
+inline std::vector<KernelPath> simd_paths() {
+  std::vector<KernelPath> paths = supported_paths();
+  paths.erase(paths.begin());  // Portable
   return paths;
 }
 

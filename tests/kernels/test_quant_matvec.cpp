@@ -7,11 +7,13 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <random>
 #include <string>
 #include <vector>
 
 #include "kernels/kernel_test_util.h"
 #include "support/expect_error.h"
+#include "tern/core/dtype.h"
 #include "tern/core/thread_pool.h"
 #include "tern/kernels/matvec.h"
 #include "tern/kernels/quant_kernels.h"
@@ -189,28 +191,78 @@ TEST(KernelsQuant, MatvecEqualsQuantReferenceDotBitForBitOnEveryPath) {
   }
 }
 
-TEST(KernelsQuant, Avx2MatchesPortableBitForBit) {
-  if (!kernel_path_supported(KernelPath::Avx2)) GTEST_SKIP() << "no AVX2 on this CPU";
+TEST(KernelsQuant, SimdPathsMatchPortableBitForBit) {
+  if (testing::simd_paths().empty()) GTEST_SKIP() << "no SIMD path on this CPU";
   for (TensorFormat f : kQuantFormats)
     for (int64_t rows : kRows)
       for (int64_t cols : cols_for(f)) {
         QuantWeights w = make_quant_weights(f, rows, cols, static_cast<uint32_t>(rows + cols * 3));
         const int64_t n = 5;
         std::vector<float> X = make_activations(n * cols, 21);
-        std::vector<float> portable, avx2, portable_mv, avx2_mv;
+        std::vector<float> portable, portable_mv;
         {
           ScopedKernelPath scoped(KernelPath::Portable);
           portable = run_matmul(w.view, X, n, nullptr);
           portable_mv = run_matvec(w.view, X, nullptr);
         }
-        {
-          ScopedKernelPath scoped(KernelPath::Avx2);
-          avx2 = run_matmul(w.view, X, n, nullptr);
-          avx2_mv = run_matvec(w.view, X, nullptr);
+        for (KernelPath path : testing::simd_paths()) {
+          ScopedKernelPath scoped(path);
+          EXPECT_TRUE(same_bits(portable, run_matmul(w.view, X, n, nullptr))) << label(f, rows, cols) << " "
+                                                                              << kernel_path_name(path);
+          EXPECT_TRUE(same_bits(portable_mv, run_matvec(w.view, X, nullptr))) << label(f, rows, cols) << " "
+                                                                               << kernel_path_name(path);
         }
-        EXPECT_TRUE(same_bits(portable, avx2)) << label(f, rows, cols);
-        EXPECT_TRUE(same_bits(portable_mv, avx2_mv)) << label(f, rows, cols);
       }
+}
+
+// Arbitrary block bytes (every code value, the extreme codes together, random
+// sub-block scales and mins, MXFP4 exponents from subnormal to large) and
+// activations spanning the whole int8 range: the SIMD integer sums must stay
+// exact where quantized real weights never go. Scales are kept finite.
+TEST(KernelsQuant, SimdPathsMatchPortableOnArbitraryBlockBytes) {
+  if (testing::simd_paths().empty()) GTEST_SKIP() << "no SIMD path on this CPU";
+  std::mt19937 rng(11);
+  for (TensorFormat f : kQuantFormats) {
+    const int64_t rows = 37, cols = format_info(f).block_elements == 32 ? 32 * 7 : 256 * 2, n = 3;
+    const int64_t rb = row_bytes(f, cols), block = format_info(f).block_bytes;
+    std::vector<uint8_t> bytes(static_cast<size_t>(rb * rows));
+    for (auto& v : bytes) v = static_cast<uint8_t>(rng());
+    for (int64_t at = 0; at < rb * rows; at += block) {
+      uint8_t* blk = bytes.data() + at;
+      auto put_f16 = [&](int64_t off) {
+        const uint16_t h = f32_to_f16(std::uniform_real_distribution<float>(-2.0f, 2.0f)(rng));
+        std::memcpy(blk + off, &h, 2);
+      };
+      if (at % (block * 3) == 0 && f != TensorFormat::Q6_K && f != TensorFormat::Q4_K) {
+        // Extreme codes: Q8_0 -128 / 127, 4-bit codes 0 / 15.
+        const int64_t first = f == TensorFormat::MXFP4 ? 1 : 2;
+        for (int64_t j = first; j < block; ++j) blk[j] = f == TensorFormat::Q8_0 ? (j % 2 ? 0x80 : 0x7F) : (j % 2 ? 0xFF : 0x00);
+      }
+      switch (f) {
+        case TensorFormat::Q8_0:
+        case TensorFormat::Q4_0: put_f16(0); break;
+        case TensorFormat::MXFP4: blk[0] = static_cast<uint8_t>(at % 5 == 0 ? rng() % 3 : 100 + rng() % 50); break;
+        case TensorFormat::Q4_K: put_f16(0), put_f16(2); break;
+        case TensorFormat::Q6_K: put_f16(block - 2); break;
+        default: break;
+      }
+    }
+    const WeightView view{bytes.data(), f, rows, cols};
+    // Blocks whose largest element sits at either sign give codes -128..127.
+    std::vector<float> X = make_activations(n * cols, 8);
+    for (int64_t i = 0; i < n * cols; i += 64) X[static_cast<size_t>(i)] = i % 128 ? -1e3f : 1e3f;
+    std::vector<float> portable, portable_mv;
+    {
+      ScopedKernelPath scoped(KernelPath::Portable);
+      portable = run_matmul(view, X, n, nullptr);
+      portable_mv = run_matvec(view, X, nullptr);
+    }
+    for (KernelPath path : testing::simd_paths()) {
+      ScopedKernelPath scoped(path);
+      EXPECT_TRUE(same_bits(portable, run_matmul(view, X, n, nullptr))) << format_name(f) << " " << kernel_path_name(path);
+      EXPECT_TRUE(same_bits(portable_mv, run_matvec(view, X, nullptr))) << format_name(f) << " " << kernel_path_name(path);
+    }
+  }
 }
 
 // The AVX2 activation quantizer writes the reference's bytes, including

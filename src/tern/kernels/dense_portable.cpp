@@ -80,7 +80,9 @@ const DenseKernels& portable_dense_kernels() {
 }
 
 const DenseKernels& active_dense_kernels() {
-  if (active_kernel_path() == KernelPath::Avx2) {
+  // The AVX-512 path keeps the AVX2 dense kernels (same bits): dense
+  // formats are bound by memory bandwidth, not by the vector width.
+  if (active_kernel_path() != KernelPath::Portable) {
     if (const DenseKernels* k = avx2_dense_kernels()) return *k;
   }
   return portable_dense_kernels();

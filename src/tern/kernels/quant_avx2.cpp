@@ -34,6 +34,9 @@ namespace {
 // taken in further token blocks.
 constexpr int kMaxTileTokens = 32;
 
+// Rows of a tile: one per lane of a float register.
+constexpr int64_t kTileRows = 8;
+
 // Software prefetch distance for the rows of later tiles, rounded up to
 // whole tiles: 0 = the next tile. 16 KiB ahead measured the same within noise
 // (Q4_0 / Q8_0, 768x2048 and 2048x768, 2 threads, from DRAM).
@@ -382,10 +385,10 @@ void gemm_format(const RowsRef& w, int64_t row_begin, int64_t row_end, const Qua
       std::clamp<int64_t>(kTokenBlockBytes / std::max<int64_t>(1, token_bytes), 1, kMaxTileTokens);
   // Prefetch the tile at least kPrefetchBytes ahead (whole tiles).
   const int64_t prefetch_rows =
-      kQuantRowGroup * std::max<int64_t>(1, kPrefetchBytes / std::max<int64_t>(1, kQuantRowGroup * w.row_stride));
+      kTileRows * std::max<int64_t>(1, kPrefetchBytes / std::max<int64_t>(1, kTileRows * w.row_stride));
   for (int64_t t0 = 0; t0 < n_tokens; t0 += token_block) {
     const int nt = static_cast<int>(std::min(token_block, n_tokens - t0));
-    for (int64_t r0 = row_begin; r0 < row_end; r0 += kQuantRowGroup) {
+    for (int64_t r0 = row_begin; r0 < row_end; r0 += kTileRows) {
       TileRows tr;
       tr.n_rows = static_cast<int>(std::min<int64_t>(8, row_end - r0));
       for (int i = 0; i < 8; ++i) tr.row[i] = w.data + (r0 + std::min(i, tr.n_rows - 1)) * w.row_stride;

@@ -15,7 +15,8 @@
 // bits as the portable path (which IS vec_dot_*_q8), for any thread count
 // and whether a token is computed alone (matvec) or in a batch (matmul).
 // AVX2 keeps 8 rows in the 8 lanes of one register: lane r accumulates row r
-// with the scalar reference's operations.
+// with the scalar reference's operations; AVX-512 does the same with 16 rows
+// (quant_avx512.cpp: VNNI, no horizontal reduction per block).
 #include <cstdint>
 
 #include "tern/core/tensor_format.h"
@@ -57,17 +58,19 @@ struct QuantKernels {
 };
 
 const QuantKernels& portable_quant_kernels();
-// nullptr when the build has no AVX2 code (not x86-64).
+// nullptr when the build has no AVX2 / AVX-512 code (not x86-64).
 const QuantKernels* avx2_quant_kernels();
+const QuantKernels* avx512_quant_kernels();
 // The kernels of active_kernel_path().
 const QuantKernels& active_quant_kernels();
 
-// The AVX2 path's quantize (quant_avx2_acts.cpp; x86-64 builds only).
+// The AVX2 and AVX-512 paths' quantize (quant_avx2_acts.cpp; x86-64 builds only).
 void quantize_acts_avx2(TensorFormat weight_format, const float* x, int64_t cols,
                         const QuantActs& acts, int64_t t);
 
-// Rows are given to threads (and to AVX2 tiles) in groups of this many: one
-// register lane per row.
-constexpr int64_t kQuantRowGroup = 8;
+// Rows are given to threads in groups of this many: the widest tile, one
+// register lane per row (AVX-512: 16 rows; AVX2 tiles of 8 divide it), so a
+// split never leaves a thread a ragged tile in the middle of the matrix.
+constexpr int64_t kQuantRowGroup = 16;
 
 }  // namespace tern::detail

@@ -74,8 +74,14 @@ const QuantKernels& portable_quant_kernels() {
 }
 
 const QuantKernels& active_quant_kernels() {
-  if (active_kernel_path() == KernelPath::Avx2) {
-    if (const QuantKernels* k = avx2_quant_kernels()) return *k;
+  switch (active_kernel_path()) {
+    case KernelPath::Avx512:
+      if (const QuantKernels* k = avx512_quant_kernels()) return *k;
+      break;
+    case KernelPath::Avx2:
+      if (const QuantKernels* k = avx2_quant_kernels()) return *k;
+      break;
+    case KernelPath::Portable: break;
   }
   return portable_quant_kernels();
 }

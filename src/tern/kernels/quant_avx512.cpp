@@ -1,0 +1,386 @@
+// AVX-512 + VNNI kernels for batches (prefill, tokens sharing an expert) of
+// block-quantized weights (Q8_0, Q4_0, MXFP4, Q4_K) against 8-bit
+// activations; a lone token and Q6_K run the AVX2 kernels (see gemm_rows).
+// Bit-identical to the portable path (quant's vec_dot_*_q8), see
+// quant_kernels.h.
+//
+// Layout: a tile is 16 weight rows, ONE ROW PER 32-BIT LANE of a zmm
+// register. Each weight block of the 16 rows is transposed once (lane r,
+// register k = bytes 4k..4k+3 of row r's codes), so one vpdpbusd with the
+// token's activation dword k broadcast from memory adds 4 products of every
+// row into its own lane: a (row, token, block) integer sum ends in its lane
+// with no horizontal reduction at all (the AVX2 kernels spend a reduce8 per
+// block and token). The transposed codes stay in registers while every token
+// of the batch meets them, so decoding is paid once per block, not per token.
+//
+// Exactness: vpdpbusd multiplies unsigned weight codes by signed activation
+// bytes and adds 4 products to an int32 lane without intermediate
+// saturation (unlike vpmaddubsw); the sums are < 2^28. Code offsets (Q8_0:
+// w + 128, Q4_0: 8, MXFP4: 12) are taken out through the activation block's
+// code sum, as in the AVX2 kernels. The float operations of each block are
+// exactly the scalar reference's, lane by lane (no fusing).
+#include "tern/kernels/float_mode.h"  // first: see there
+#include "tern/kernels/quant_kernels.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#if defined(__GNUC__) && !defined(__clang__)
+// GCC 12 warns inside its own AVX-512 intrinsics (the undefined pass-through
+// vector of unmasked unpack/insert/pmov, GCC bug 105593): not our code.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "tern/core/error.h"
+#include "tern/quant/blocks.h"
+
+namespace tern::detail {
+
+#define TERN_AVX512 __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")))
+
+namespace {
+
+// Tokens whose accumulators a batch tile keeps; more tokens are taken in
+// further token blocks.
+constexpr int kMaxTileTokens = 32;
+
+constexpr int kTileRows = 16;
+
+// The 16 rows of a tile. Rows past the end of a ragged last tile repeat its
+// last row (computed, never stored), so every tile runs the same code.
+struct Tile16 {
+  const uint8_t* row[kTileRows];
+  const uint8_t* next;  // first row of the next tile of this thread, to prefetch
+  int64_t stride;
+  int n_next;  // rows of the next tile to prefetch
+  int n_rows;  // valid rows, 1..16
+};
+
+TERN_AVX512 inline __m128i load128(const uint8_t* p) {
+  return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+}
+
+TERN_AVX512 inline int32_t load_i32(const uint8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+// out[k] lane r = the dword at row[r] + off + 4k, k < 4: 16 loads of 16
+// bytes, then a 4x4 dword transpose inside each 128-bit lane (register g
+// holds rows g, 4 + g, 8 + g, 12 + g in its four 128-bit lanes).
+TERN_AVX512 inline void load16x4(const Tile16& t, int64_t off, __m512i out[4]) {
+  __m512i l[4];
+  for (int g = 0; g < 4; ++g) {
+    __m512i v = _mm512_castsi128_si512(load128(t.row[g] + off));
+    v = _mm512_inserti32x4(v, load128(t.row[4 + g] + off), 1);
+    v = _mm512_inserti32x4(v, load128(t.row[8 + g] + off), 2);
+    l[g] = _mm512_inserti32x4(v, load128(t.row[12 + g] + off), 3);
+  }
+  const __m512i t0 = _mm512_unpacklo_epi32(l[0], l[1]), t1 = _mm512_unpackhi_epi32(l[0], l[1]);
+  const __m512i t2 = _mm512_unpacklo_epi32(l[2], l[3]), t3 = _mm512_unpackhi_epi32(l[2], l[3]);
+  out[0] = _mm512_unpacklo_epi64(t0, t2);
+  out[1] = _mm512_unpackhi_epi64(t0, t2);
+  out[2] = _mm512_unpacklo_epi64(t1, t3);
+  out[3] = _mm512_unpackhi_epi64(t1, t3);
+}
+
+// The f16 at byte `off` of each row, as 16 floats (lane r = row r). Exact.
+// One 4-byte gather; the dword never reaches past the block it starts in.
+// The f16 at byte `off` of each row, as 16 floats (lane r = row r). Exact.
+// The dword read never reaches past the block it starts in. (Scalar loads:
+// vpgatherdd measured 7-17% slower at batch 1.)
+TERN_AVX512 inline __m512 gather_f16(const Tile16& t, int64_t off) {
+  const __m512i v = _mm512_setr_epi32(
+      load_i32(t.row[0] + off), load_i32(t.row[1] + off), load_i32(t.row[2] + off), load_i32(t.row[3] + off),
+      load_i32(t.row[4] + off), load_i32(t.row[5] + off), load_i32(t.row[6] + off), load_i32(t.row[7] + off),
+      load_i32(t.row[8] + off), load_i32(t.row[9] + off), load_i32(t.row[10] + off), load_i32(t.row[11] + off),
+      load_i32(t.row[12] + off), load_i32(t.row[13] + off), load_i32(t.row[14] + off), load_i32(t.row[15] + off));
+  return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(v));
+}
+
+TERN_AVX512 inline __m512i bcast_i32(const uint8_t* p) { return _mm512_set1_epi32(load_i32(p)); }
+
+TERN_AVX512 inline __m512i low_nibbles(__m512i v) { return _mm512_and_si512(v, _mm512_set1_epi8(0x0F)); }
+TERN_AVX512 inline __m512i high_nibbles(__m512i v) {
+  return _mm512_and_si512(_mm512_srli_epi32(v, 4), _mm512_set1_epi8(0x0F));
+}
+
+// ---- 32-element formats against Q8_0 activations --------------------------
+// unpack: codes[k] lane r = unsigned codes of elements 4k..4k+3 of row r's
+// block, k < 8; kOffset: what the codes exceed the signed values by.
+
+// Q8_0: w + 128 (0..255, bit 7 flipped); acc += float(isum) * (d_w * d_a).
+struct Q8_0Kernel {
+  static constexpr int64_t kBytes = sizeof(BlockQ8_0);
+  static constexpr int32_t kOffset = 128;
+  TERN_AVX512 static void unpack(const Tile16& t, int64_t off, __m512i codes[8]) {
+    load16x4(t, off + 2, codes);
+    load16x4(t, off + 18, codes + 4);
+    for (int k = 0; k < 8; ++k) codes[k] = _mm512_xor_si512(codes[k], _mm512_set1_epi8(static_cast<char>(0x80)));
+  }
+  TERN_AVX512 static __m512 row_scales(const Tile16& t, int64_t off) { return gather_f16(t, off); }
+  TERN_AVX512 static __m512 product(__m512i isum, __m512 d_w, float d_a) {
+    return _mm512_mul_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(d_w, _mm512_set1_ps(d_a)));
+  }
+};
+
+// Q4_0: low nibbles are elements 0-15, high 16-31; acc += float(isum) * d_w * d_a.
+struct Q4_0Kernel {
+  static constexpr int64_t kBytes = sizeof(BlockQ4_0);
+  static constexpr int32_t kOffset = 8;
+  TERN_AVX512 static void unpack(const Tile16& t, int64_t off, __m512i codes[8]) {
+    __m512i q[4];
+    load16x4(t, off + 2, q);
+    for (int k = 0; k < 4; ++k) {
+      codes[k] = low_nibbles(q[k]);
+      codes[k + 4] = high_nibbles(q[k]);
+    }
+  }
+  TERN_AVX512 static __m512 row_scales(const Tile16& t, int64_t off) { return gather_f16(t, off); }
+  TERN_AVX512 static __m512 product(__m512i isum, __m512 d_w, float d_a) {
+    return _mm512_mul_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(isum), d_w), _mm512_set1_ps(d_a));
+  }
+};
+
+// MXFP4: the doubled E2M1 value + 12 (0..24); acc += (d_a * 2^(e-128)) * float(isum).
+struct Mxfp4Kernel {
+  static constexpr int64_t kBytes = sizeof(BlockMxfp4);
+  static constexpr int32_t kOffset = 12;
+  TERN_AVX512 static void unpack(const Tile16& t, int64_t off, __m512i codes[8]) {
+    const __m512i table = _mm512_broadcast_i32x4(_mm_setr_epi8(12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0));
+    __m512i q[4];
+    load16x4(t, off + 1, q);
+    for (int k = 0; k < 4; ++k) {
+      codes[k] = _mm512_shuffle_epi8(table, low_nibbles(q[k]));
+      codes[k + 4] = _mm512_shuffle_epi8(table, high_nibbles(q[k]));
+    }
+  }
+  // 2^(e - 128) per row, as quant's e8m0_to_float_half (e < 2: subnormal).
+  TERN_AVX512 static __m512 row_scales(const Tile16& t, int64_t off) {
+    __m128i b = _mm_setr_epi8(static_cast<char>(t.row[0][off]), static_cast<char>(t.row[1][off]),
+                              static_cast<char>(t.row[2][off]), static_cast<char>(t.row[3][off]),
+                              static_cast<char>(t.row[4][off]), static_cast<char>(t.row[5][off]),
+                              static_cast<char>(t.row[6][off]), static_cast<char>(t.row[7][off]),
+                              static_cast<char>(t.row[8][off]), static_cast<char>(t.row[9][off]),
+                              static_cast<char>(t.row[10][off]), static_cast<char>(t.row[11][off]),
+                              static_cast<char>(t.row[12][off]), static_cast<char>(t.row[13][off]),
+                              static_cast<char>(t.row[14][off]), static_cast<char>(t.row[15][off]));
+    const __m512i e = _mm512_cvtepu8_epi32(b);
+    const __m512i normal = _mm512_slli_epi32(_mm512_sub_epi32(e, _mm512_set1_epi32(1)), 23);
+    const __m512i sub = _mm512_sllv_epi32(_mm512_set1_epi32(0x00200000), e);
+    const __mmask16 is_sub = _mm512_cmplt_epi32_mask(e, _mm512_set1_epi32(2));
+    return _mm512_castsi512_ps(_mm512_mask_blend_epi32(is_sub, normal, sub));
+  }
+  TERN_AVX512 static __m512 product(__m512i isum, __m512 scale_w, float d_a) {
+    return _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(d_a), scale_w), _mm512_cvtepi32_ps(isum));
+  }
+};
+
+TERN_AVX512 inline void prefetch_next(const Tile16& t, int64_t off, int64_t bytes) {
+  // Every 64-byte step of the next tile's rows is fetched once, while the
+  // same range of this tile is computed (a row is about a page, where
+  // hardware prefetchers stop).
+  for (int64_t o = (off + 63) & ~int64_t{63}; o < off + bytes; o += 64)
+    for (int r = 0; r < t.n_next; ++r)
+      _mm_prefetch(reinterpret_cast<const char*>(t.next + r * t.stride + o), _MM_HINT_T0);
+}
+
+TERN_AVX512 inline void store_rows(const Tile16& t, __m512 v, float* y) {
+  _mm512_mask_storeu_ps(y, static_cast<__mmask16>((1u << t.n_rows) - 1), v);
+}
+
+// 16 rows x (T tokens, or nt when T == 0) of a 32-element format. Per block:
+// transpose the 16 rows' codes once, then each token's block meets all 16
+// with 8 vpdpbusd. The integer sum starts at -offset * sum(a).
+template <class K, int T>
+TERN_AVX512 void tile_q8_0_acts(const Tile16& tr, int64_t n_blocks, const QuantActs& acts, int64_t t0, int nt,
+                                float* y, int64_t ldy) {
+  const int n = T > 0 ? T : nt;
+  __m512 acc[T > 0 ? T : kMaxTileTokens];
+  for (int t = 0; t < n; ++t) acc[t] = _mm512_setzero_ps();
+  const int64_t nbr = acts.blocks_per_row;
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    const int64_t off = b * K::kBytes;
+    prefetch_next(tr, off, K::kBytes);
+    __m512i codes[8];
+    K::unpack(tr, off, codes);
+    const __m512 d_w = K::row_scales(tr, off);
+    for (int t = 0; t < n; ++t) {
+      const int64_t tok = t0 + t;
+      const uint8_t* qa = acts.blocks + tok * acts.row_bytes + b * int64_t{sizeof(BlockQ8_0)} + 2;
+      // Two chains of 4 so the vpdpbusd latency overlaps.
+      __m512i s0 = _mm512_set1_epi32(-K::kOffset * acts.sums[tok * nbr + b]), s1 = _mm512_setzero_si512();
+      for (int k = 0; k < 8; k += 2) {
+        s0 = _mm512_dpbusd_epi32(s0, codes[k], bcast_i32(qa + 4 * k));
+        s1 = _mm512_dpbusd_epi32(s1, codes[k + 1], bcast_i32(qa + 4 * k + 4));
+      }
+      acc[t] = _mm512_add_ps(acc[t], K::product(_mm512_add_epi32(s0, s1), d_w, acts.scales[tok * nbr + b]));
+    }
+  }
+  for (int t = 0; t < n; ++t) store_rows(tr, acc[t], y + t * ldy);
+}
+
+// ---- Q4_K against Q8_K activations ------------------------------------------
+
+// The per-row constants of a Q4_K super-block, one row per lane: d, dmin,
+// the 8 sub-block scales sc_s and the 8 mins m_s as int16 pairs (m_s, m_s)
+// for vpdpwssd against the bsums pair (2s, 2s + 1).
+struct Q4KHead {
+  __m512 d, dmin;
+  __m512i sc[8], m_pair[8];
+};
+
+TERN_AVX512 inline void q4_k_head(const Tile16& t, int64_t off, Q4KHead& h) {
+  __m512i w[4];  // d | dmin << 16, then the 12 scale bytes as u0, u1, u2
+  load16x4(t, off, w);
+  h.d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(w[0]));
+  h.dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(w[0], 16)));
+  // ggml's unpacking of the 12 scale bytes (as q4_k_scale_min), per lane.
+  const __m512i k1 = _mm512_set1_epi32(0x3f3f3f3f), k2 = _mm512_set1_epi32(0x0f0f0f0f),
+                k3 = _mm512_set1_epi32(0x03030303);
+  const __m512i sc_lo = _mm512_and_si512(w[1], k1);
+  const __m512i m_lo = _mm512_and_si512(w[2], k1);
+  const __m512i sc_hi = _mm512_or_si512(_mm512_and_si512(w[3], k2),
+                                        _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(w[1], 6), k3), 4));
+  const __m512i m_hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(w[3], 4), k2),
+                                       _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(w[2], 6), k3), 4));
+  const __m512i byte = _mm512_set1_epi32(0xFF);
+  for (int j = 0; j < 4; ++j) {
+    h.sc[j] = _mm512_and_si512(_mm512_srli_epi32(sc_lo, 8 * j), byte);
+    h.sc[4 + j] = _mm512_and_si512(_mm512_srli_epi32(sc_hi, 8 * j), byte);
+    const __m512i ml = _mm512_and_si512(_mm512_srli_epi32(m_lo, 8 * j), byte);
+    const __m512i mh = _mm512_and_si512(_mm512_srli_epi32(m_hi, 8 * j), byte);
+    h.m_pair[j] = _mm512_or_si512(ml, _mm512_slli_epi32(ml, 16));
+    h.m_pair[4 + j] = _mm512_or_si512(mh, _mm512_slli_epi32(mh, 16));
+  }
+}
+
+// 16 rows x (T tokens, or nt when T == 0) of Q4_K. Per super-block: decode
+// the rows' scales, then per 64-element chunk transpose the codes of
+// sub-blocks 2c and 2c + 1 (16 registers) and meet every token with them:
+// isum += sc_s * dot_s (exact int32: < 8 * 32 * 15 * 128 * 63 < 2^31). The
+// mins meet the bsums through vpdpwssd: imin = sum_s m_s (bsum_2s + bsum_2s+1).
+template <int T>
+TERN_AVX512 void tile_q4_k(const Tile16& tr, int64_t n_blocks, const QuantActs& acts, int64_t t0, int nt, float* y,
+                           int64_t ldy) {
+  const int n = T > 0 ? T : nt;
+  constexpr int kN = T > 0 ? T : kMaxTileTokens;
+  __m512 acc[kN];
+  __m512i isum[kN];
+  for (int t = 0; t < n; ++t) acc[t] = _mm512_setzero_ps();
+  constexpr int64_t kBytes = sizeof(BlockQ4K);
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    const int64_t off = b * kBytes;
+    prefetch_next(tr, off, kBytes);
+    Q4KHead h;
+    q4_k_head(tr, off, h);
+    for (int t = 0; t < n; ++t) isum[t] = _mm512_setzero_si512();
+    for (int c = 0; c < 4; ++c) {
+      __m512i q[8], lo[8], hi[8];
+      load16x4(tr, off + offsetof(BlockQ4K, qs) + 32 * c, q);
+      load16x4(tr, off + offsetof(BlockQ4K, qs) + 32 * c + 16, q + 4);
+      for (int k = 0; k < 8; ++k) {
+        lo[k] = low_nibbles(q[k]);
+        hi[k] = high_nibbles(q[k]);
+      }
+      for (int t = 0; t < n; ++t) {
+        const auto* a = reinterpret_cast<const BlockQ8K*>(acts.blocks + (t0 + t) * acts.row_bytes) + b;
+        const uint8_t* qa = reinterpret_cast<const uint8_t*>(a->qs) + 64 * c;
+        __m512i s_lo = _mm512_setzero_si512(), s_hi = _mm512_setzero_si512();
+        for (int k = 0; k < 8; ++k) {
+          s_lo = _mm512_dpbusd_epi32(s_lo, lo[k], bcast_i32(qa + 4 * k));
+          s_hi = _mm512_dpbusd_epi32(s_hi, hi[k], bcast_i32(qa + 32 + 4 * k));
+        }
+        isum[t] = _mm512_add_epi32(isum[t], _mm512_add_epi32(_mm512_mullo_epi32(s_lo, h.sc[2 * c]),
+                                                             _mm512_mullo_epi32(s_hi, h.sc[2 * c + 1])));
+      }
+    }
+    for (int t = 0; t < n; ++t) {
+      const auto* a = reinterpret_cast<const BlockQ8K*>(acts.blocks + (t0 + t) * acts.row_bytes) + b;
+      const auto* bsums = reinterpret_cast<const uint8_t*>(a->bsums);
+      __m512i imin = _mm512_setzero_si512();
+      for (int s = 0; s < 8; ++s) imin = _mm512_dpwssd_epi32(imin, h.m_pair[s], bcast_i32(bsums + 4 * s));
+      // acc += (d_w * d_a) * float(isum); acc -= (dmin_w * d_a) * float(imin)
+      const __m512 da = _mm512_set1_ps(a->d);
+      acc[t] = _mm512_add_ps(acc[t], _mm512_mul_ps(_mm512_mul_ps(h.d, da), _mm512_cvtepi32_ps(isum[t])));
+      acc[t] = _mm512_sub_ps(acc[t], _mm512_mul_ps(_mm512_mul_ps(h.dmin, da), _mm512_cvtepi32_ps(imin)));
+    }
+  }
+  for (int t = 0; t < n; ++t) store_rows(tr, acc[t], y + t * ldy);
+}
+
+// Walks [row_begin, row_end) in tiles of 16 rows, tokens in blocks whose
+// quantized activations stay in L2 while the rows stream past once per block.
+template <class Tile>
+void gemm_format(const RowsRef& w, int64_t row_begin, int64_t row_end, const QuantActs& acts, int64_t n_tokens,
+                 float* y, int64_t ldy, int64_t block_bytes, Tile tile) {
+  const int64_t n_blocks = w.row_stride / block_bytes;
+  const int64_t token_bytes = acts.row_bytes + (acts.scales != nullptr ? acts.blocks_per_row * 8 : 0);
+  const int64_t token_block =
+      std::clamp<int64_t>(kTokenBlockBytes / std::max<int64_t>(1, token_bytes), 1, kMaxTileTokens);
+  for (int64_t t0 = 0; t0 < n_tokens; t0 += token_block) {
+    const int nt = static_cast<int>(std::min(token_block, n_tokens - t0));
+    for (int64_t r0 = row_begin; r0 < row_end; r0 += kTileRows) {
+      Tile16 tr;
+      tr.n_rows = static_cast<int>(std::min<int64_t>(kTileRows, row_end - r0));
+      for (int i = 0; i < kTileRows; ++i) tr.row[i] = w.data + (r0 + std::min(i, tr.n_rows - 1)) * w.row_stride;
+      tr.stride = w.row_stride;
+      tr.next = w.data + (r0 + kTileRows) * w.row_stride;
+      tr.n_next = static_cast<int>(std::clamp<int64_t>(row_end - r0 - kTileRows, 0, kTileRows));
+      tile(tr, n_blocks, acts, t0, nt, y + t0 * ldy + r0, ldy);
+    }
+  }
+}
+
+template <class K>
+void gemm_small(const RowsRef& w, int64_t row_begin, int64_t row_end, const QuantActs& acts, int64_t n_tokens,
+                float* y, int64_t ldy) {
+  gemm_format(w, row_begin, row_end, acts, n_tokens, y, ldy, K::kBytes,
+              [](const Tile16& tr, int64_t nb, const QuantActs& a, int64_t t0, int nt, float* yt, int64_t ld) {
+                if (nt == 1) tile_q8_0_acts<K, 1>(tr, nb, a, t0, 1, yt, ld);
+                else tile_q8_0_acts<K, 0>(tr, nb, a, t0, nt, yt, ld);
+              });
+}
+
+void gemm_rows(const RowsRef& w, int64_t row_begin, int64_t row_end, const QuantActs& acts, int64_t n_tokens,
+               float* y, int64_t ldy) {
+  // Batch 1 (decode) streams weights from DRAM, where the 16-row tiles did
+  // not pay: 0.70-1.13x the AVX2 kernel (interleaved A/B, 1 and 2 threads;
+  // 1.4-1.9x faster with the weights in cache). Both give the same bits, so
+  // a lone token takes the AVX2 kernel. Q6_K is not a target format here.
+  if (n_tokens == 1 || w.format == TensorFormat::Q6_K)
+    return avx2_quant_kernels()->gemm_rows(w, row_begin, row_end, acts, n_tokens, y, ldy);
+  switch (w.format) {
+    case TensorFormat::Q8_0: return gemm_small<Q8_0Kernel>(w, row_begin, row_end, acts, n_tokens, y, ldy);
+    case TensorFormat::Q4_0: return gemm_small<Q4_0Kernel>(w, row_begin, row_end, acts, n_tokens, y, ldy);
+    case TensorFormat::MXFP4: return gemm_small<Mxfp4Kernel>(w, row_begin, row_end, acts, n_tokens, y, ldy);
+    case TensorFormat::Q4_K:
+      return gemm_format(w, row_begin, row_end, acts, n_tokens, y, ldy, sizeof(BlockQ4K),
+                         [](const Tile16& tr, int64_t nb, const QuantActs& a, int64_t t0, int nt, float* yt,
+                            int64_t ld) {
+                           if (nt == 1) tile_q4_k<1>(tr, nb, a, t0, 1, yt, ld);
+                           else tile_q4_k<0>(tr, nb, a, t0, nt, yt, ld);
+                         });
+    default: fail("quantized kernels: unsupported weight format '{}'", format_name(w.format));
+  }
+}
+
+}  // namespace
+
+const QuantKernels* avx512_quant_kernels() {
+  static const QuantKernels kernels{quantize_acts_avx2, gemm_rows};
+  return &kernels;
+}
+
+}  // namespace tern::detail
+
+#else
+
+namespace tern::detail {
+const QuantKernels* avx512_quant_kernels() { return nullptr; }
+}  // namespace tern::detail
+
+#endif
