@@ -6,6 +6,11 @@ measures the disk's O_DIRECT read bandwidth in the same run. Prints a
 Markdown table for docs/RESULTS.md. Numbers are measured, never asserted.
 
   /usr/bin/python3 tools/bench_engine.py MODEL.tern [--ram 1536M] [--tokens 64] [--runs 3]
+      [--paths avx2,avx512]
+
+--paths A/B-tests kernel paths (TERN_KERNELS) in one run: each round runs every
+path in turn, and the table gets a column per path plus each path's ratio to
+the first.
 """
 import argparse
 import json
@@ -58,7 +63,9 @@ def main():
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--tern", default=os.environ.get("TERN_BINARY", DEFAULT_TERN))
+    ap.add_argument("--paths", help="comma-separated kernel paths to A/B, interleaved (e.g. avx2,avx512)")
     a = ap.parse_args()
+    paths = a.paths.split(",") if a.paths else [None]
 
     manifest = json.load(open(os.path.join(a.model, "manifest.json")))
     cfg = manifest["config"]
@@ -78,21 +85,23 @@ def main():
            "--ram", str(ram), "--temperature", "0.8", "--seed", "1"]
     if a.threads:
         cmd += ["--threads", str(a.threads)]
-    runs = []
+    runs = {path: [] for path in paths}
     for _ in range(a.runs):
-        if cg:
-            p = subprocess.run(["sh", "-c", f'echo $$ > {cg}/cgroup.procs && exec "$@"', "sh", *cmd],
-                               capture_output=True, text=True)
-        else:
-            p = subprocess.run(cmd, capture_output=True, text=True)
-        if p.returncode != 0:
-            sys.exit(f"tern failed: {p.stderr}")
-        runs.append(json.loads(p.stdout)["stats"])
+        for path in paths:
+            env = dict(os.environ, **({"TERN_KERNELS": path} if path else {}))
+            if cg:
+                p = subprocess.run(["sh", "-c", f'echo $$ > {cg}/cgroup.procs && exec "$@"', "sh", *cmd],
+                                   capture_output=True, text=True, env=env)
+            else:
+                p = subprocess.run(cmd, capture_output=True, text=True, env=env)
+            if p.returncode != 0:
+                sys.exit(f"tern failed: {p.stderr}")
+            runs[path].append(json.loads(p.stdout)["stats"])
     if cg:
         os.rmdir(cg)
 
-    def med(key):
-        v = sorted(r[key] for r in runs)
+    def med(key, path):
+        v = sorted(r[key] for r in runs[path])
         return v[len(v) // 2]
 
     total_tokens = a.prompt_tokens + a.tokens
@@ -100,17 +109,30 @@ def main():
     print(f"model: {a.model}: experts {experts / gib:.2f} GiB, trunk {trunk / gib:.3f} GiB; --ram {ram / gib:.2f} GiB "
           f"({experts / ram:.1f}x smaller than the experts); cgroup limit {limit / gib:.2f} GiB "
           f"({'on' if cg else 'unavailable'}); median of {a.runs} runs")
-    print("| metric | value |\n| --- | --- |")
-    print(f"| disk O_DIRECT read bandwidth (dd, 1 GiB, 4 MiB blocks) | {bw / gib:.2f} GiB/s |")
-    print(f"| prefill ({a.prompt_tokens} tokens) | {med('prefill_tokens_per_second'):.1f} tok/s |")
-    print(f"| decode ({a.tokens} tokens) | {med('decode_tokens_per_second'):.2f} tok/s |")
-    print(f"| time to first token | {med('time_to_first_token'):.2f} s |")
-    print(f"| expert cache hit rate | {100 * med('hit_rate'):.1f}% |")
-    print(f"| expert MiB read per token (prefill + decode) | {med('bytes_read') / (1 << 20) / total_tokens:.1f} |")
-    print(f"| expert read time / total time | {med('read_seconds'):.2f} s / "
-          f"{med('prefill_seconds') + med('decode_seconds'):.2f} s |")
-    print(f"| peak RSS | {med('peak_rss') / gib:.2f} GiB (trunk {trunk / gib:.2f} + KV {kv / gib:.2f} + "
-          f"--ram {ram / gib:.2f} = {(trunk + kv + ram) / gib:.2f} GiB) |")
+    rows = [
+        (f"prefill ({a.prompt_tokens} tokens)", lambda p: f"{med('prefill_tokens_per_second', p):.1f} tok/s",
+         lambda p: med("prefill_tokens_per_second", p)),
+        (f"decode ({a.tokens} tokens)", lambda p: f"{med('decode_tokens_per_second', p):.2f} tok/s",
+         lambda p: med("decode_tokens_per_second", p)),
+        ("time to first token", lambda p: f"{med('time_to_first_token', p):.2f} s", None),
+        ("expert cache hit rate", lambda p: f"{100 * med('hit_rate', p):.1f}%", None),
+        ("expert MiB read per token (prefill + decode)",
+         lambda p: f"{med('bytes_read', p) / (1 << 20) / total_tokens:.1f}", None),
+        ("expert read time / total time",
+         lambda p: f"{med('read_seconds', p):.2f} s / {med('prefill_seconds', p) + med('decode_seconds', p):.2f} s",
+         None),
+        ("peak RSS", lambda p: f"{med('peak_rss', p) / gib:.2f} GiB (trunk {trunk / gib:.2f} + KV {kv / gib:.2f} + "
+                               f"--ram {ram / gib:.2f} = {(trunk + kv + ram) / gib:.2f} GiB)", None),
+    ]
+    names = [p or "value" for p in paths]
+    ratio_cols = [f"{p} vs {paths[0]}" for p in paths[1:]]
+    print("| metric | " + " | ".join(names + ratio_cols) + " |")
+    print("| --- " * (1 + len(names) + len(ratio_cols)) + "|")
+    print(f"| disk O_DIRECT read bandwidth (dd, 1 GiB, 4 MiB blocks) | {bw / gib:.2f} GiB/s |" + " |" * (
+        len(names) + len(ratio_cols) - 1))
+    for label, fmt, value in rows:
+        ratios = [f"{value(p) / value(paths[0]):.2f}x" if value else "" for p in paths[1:]]
+        print(f"| {label} | " + " | ".join([fmt(p) for p in paths] + ratios) + " |")
 
 
 if __name__ == "__main__":
