@@ -1,7 +1,10 @@
 // Microbenchmarks of the quantized-weight kernels with data in cache, so they
 // time compute, not DRAM (`tern bench kernels` measures that):
 //   QuantDot/<format>/<path>/tokens:N   the row kernel: 64 rows x 2048 cols
-//                                        (fits L2) against N tokens
+//                                        (fits L2) against N tokens; avx512
+//                                        tokens:1 is the 8-row ymm VNNI
+//                                        batch-1 kernel, tokens >= 2 the
+//                                        16-row zmm one (Q6_K: AVX2's)
 //   QuantizeActivation/<act>/<path>     one 2048-element activation row
 //   QuantMatvec/<format>/<path>          matvec 768 x 2048, one thread
 // Counters: weight bytes/s, and MAC/s (rows x cols x tokens per second).

@@ -265,6 +265,37 @@ TEST(KernelsQuant, SimdPathsMatchPortableOnArbitraryBlockBytes) {
   }
 }
 
+// The row kernels on any row range: ranges that start and end inside a tile
+// (8 rows AVX2 and AVX-512 batch 1, 16 rows AVX-512 batches), so ragged
+// tiles and the clamped prefetch of later tiles meet every kernel, for a lone
+// token (the AVX-512 path's 8-row VNNI kernel) and for a batch.
+TEST(KernelsQuant, RowKernelsOnArbitraryRowRangesMatchPortable) {
+  const detail::QuantKernels* simd[] = {detail::avx2_quant_kernels(), detail::avx512_quant_kernels()};
+  const KernelPath simd_path[] = {KernelPath::Avx2, KernelPath::Avx512};
+  for (TensorFormat f : kQuantFormats) {
+    const int64_t rows = 91, cols = format_info(f).block_elements == 32 ? 32 * 11 : 256 * 3;
+    QuantWeights w = make_quant_weights(f, rows, cols, 5);
+    const detail::RowsRef ref{w.bytes.data(), f, row_bytes(f, cols), cols};
+    for (int64_t n : {int64_t{1}, int64_t{3}}) {
+      std::vector<float> X = make_activations(n * cols, 12);
+      std::vector<uint8_t> buf(static_cast<size_t>(detail::quant_acts_bytes(f, cols, n)) + 64);
+      const detail::QuantActs acts = detail::quant_acts_layout(f, cols, n, buf.data());
+      for (int64_t t = 0; t < n; ++t) detail::portable_quant_kernels().quantize(f, X.data() + t * cols, cols, acts, t);
+      for (auto [begin, end] : {std::pair<int64_t, int64_t>{0, rows}, {5, 61}, {3, 4}, {17, 90}, {40, 57}}) {
+        std::vector<float> want(static_cast<size_t>(rows * n), -7.0f);
+        detail::portable_quant_kernels().gemm_rows(ref, begin, end, acts, n, want.data(), rows);
+        for (int i = 0; i < 2; ++i) {
+          if (simd[i] == nullptr || !kernel_path_supported(simd_path[i])) continue;
+          std::vector<float> got(static_cast<size_t>(rows * n), -7.0f);
+          simd[i]->gemm_rows(ref, begin, end, acts, n, got.data(), rows);
+          EXPECT_TRUE(same_bits(want, got)) << label(f, rows, cols) << " rows [" << begin << ", " << end << ") tokens "
+                                            << n << " " << kernel_path_name(simd_path[i]);
+        }
+      }
+    }
+  }
+}
+
 // The AVX2 activation quantizer writes the reference's bytes, including
 // rounding ties, zero blocks, huge and tiny magnitudes and infinities.
 TEST(KernelsQuant, Avx2ActivationQuantizationMatchesReferenceBytes) {

@@ -60,7 +60,13 @@ void run_quantized_rows(const WeightView& w, const float* X, int64_t n_tokens, f
     return;
   }
   const int64_t group_bytes = std::max<int64_t>(1, rows.row_stride * kGroup * n_tokens);
-  pool->parallel_for(groups, std::max<int64_t>(1, kMinChunkBytes / group_bytes), body);
+  int64_t min_groups = std::max<int64_t>(1, kMinChunkBytes / group_bytes);
+  // A lone token streams the matrix once: one contiguous range per thread
+  // (chunks == threads), so each thread's prefetch stream starts once per
+  // call instead of at each of 4 chunks per thread. Alternating runs, 2
+  // threads, 768x2048 and 2048x768: +15-20% weight GB/s; big matrices equal.
+  if (n_tokens == 1) min_groups = std::max<int64_t>(min_groups, groups / pool->size());
+  pool->parallel_for(groups, min_groups, body);
 }
 
 void run_rows(const WeightView& w, const float* X, int64_t n_tokens, float* Y, ThreadPool* pool,

@@ -37,10 +37,8 @@ constexpr int kMaxTileTokens = 32;
 // Rows of a tile: one per lane of a float register.
 constexpr int64_t kTileRows = 8;
 
-// Software prefetch distance for the rows of later tiles, rounded up to
-// whole tiles: 0 = the next tile. 16 KiB ahead measured the same within noise
-// (Q4_0 / Q8_0, 768x2048 and 2048x768, 2 threads, from DRAM).
-constexpr int64_t kPrefetchBytes = 0;
+// Software prefetch runs this many tiles ahead (see prefetch_next).
+constexpr int64_t kPrefetchTiles = 2;
 
 // The 8 rows of a tile. Rows past the end of a ragged last tile repeat its
 // last row (computed, never stored), so every tile runs the same code.
@@ -174,12 +172,13 @@ struct Mxfp4Kernel {
 };
 
 TERN_AVX2 inline void prefetch_next(const TileRows& t, int64_t off, int64_t bytes) {
-  // Every 64-byte step of the next tile's rows is fetched once, while the
-  // same range of this tile is computed (as the dense kernels do: a row is
-  // about a page, where hardware prefetchers stop).
-  for (int64_t o = (off + 63) & ~int64_t{63}; o < off + bytes; o += 64)
-    for (int r = 0; r < t.n_next; ++r)
-      _mm_prefetch(reinterpret_cast<const char*>(t.next + r * t.stride + o), _MM_HINT_T0);
+  // The rows of a later tile are one contiguous range: while block bytes
+  // [off, off + bytes) of each row of this tile are computed, the same
+  // fraction of that range is prefetched in address order into L2 (as the
+  // AVX-512 batch-1 kernel, quant_avx512.cpp, which measured why).
+  const int64_t end = std::min<int64_t>(kTileRows * (off + bytes), t.n_next * t.stride);
+  for (int64_t o = (kTileRows * off + 63) & ~int64_t{63}; o < end; o += 64)
+    _mm_prefetch(reinterpret_cast<const char*>(t.next + o), _MM_HINT_T1);
 }
 
 TERN_AVX2 inline void store_rows(const TileRows& t, __m256 v, float* y) {
@@ -355,8 +354,9 @@ TERN_AVX2 void tile_q8_k_acts(const TileRows& tr, int64_t n_blocks, const QuantA
   typename K::Row row;
   for (int64_t b = 0; b < n_blocks; ++b) {
     const int64_t off = b * K::kBytes;
-    prefetch_next(tr, off, K::kBytes);
     for (int r = 0; r < 8; ++r) {
+      // spread over the block
+      prefetch_next(tr, off + r * K::kBytes / 8, (r + 1) * K::kBytes / 8 - r * K::kBytes / 8);
       K::unpack(tr.row[r] + off, row);
       for (int t = 0; t < n; ++t) {
         const auto* a = reinterpret_cast<const BlockQ8K*>(acts.blocks + (t0 + t) * acts.row_bytes) + b;
@@ -383,9 +383,7 @@ void gemm_format(const RowsRef& w, int64_t row_begin, int64_t row_end, const Qua
   const int64_t token_bytes = acts.row_bytes + (acts.scales != nullptr ? acts.blocks_per_row * 8 : 0);
   const int64_t token_block =
       std::clamp<int64_t>(kTokenBlockBytes / std::max<int64_t>(1, token_bytes), 1, kMaxTileTokens);
-  // Prefetch the tile at least kPrefetchBytes ahead (whole tiles).
-  const int64_t prefetch_rows =
-      kTileRows * std::max<int64_t>(1, kPrefetchBytes / std::max<int64_t>(1, kTileRows * w.row_stride));
+  constexpr int64_t prefetch_rows = kTileRows * kPrefetchTiles;
   for (int64_t t0 = 0; t0 < n_tokens; t0 += token_block) {
     const int nt = static_cast<int>(std::min(token_block, n_tokens - t0));
     for (int64_t r0 = row_begin; r0 < row_end; r0 += kTileRows) {

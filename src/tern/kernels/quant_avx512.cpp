@@ -1,6 +1,7 @@
-// AVX-512 + VNNI kernels for batches (prefill, tokens sharing an expert) of
-// block-quantized weights (Q8_0, Q4_0, MXFP4, Q4_K) against 8-bit
-// activations; a lone token and Q6_K run the AVX2 kernels (see gemm_rows).
+// AVX-512 + VNNI kernels for block-quantized weights (Q8_0, Q4_0, MXFP4,
+// Q4_K) against 8-bit activations: 16-row zmm tiles for batches (prefill,
+// tokens sharing an expert), 8-row ymm tiles (AVX-512VL) for a lone token
+// (decode; see "Batch 1" below); Q6_K runs the AVX2 kernels (see gemm_rows).
 // Bit-identical to the portable path (quant's vec_dot_*_q8), see
 // quant_kernels.h.
 //
@@ -345,12 +346,272 @@ void gemm_small(const RowsRef& w, int64_t row_begin, int64_t row_end, const Quan
               });
 }
 
+// ---- Batch 1: 8 rows per tile on ymm registers ------------------------------
+// A lone token (decode) streams its weights from DRAM once. The 16-row zmm
+// tiles above lose there (16 row streams per thread; 0.70-1.13x AVX2), so a
+// lone token takes this variant: the same transposed layout (one row per
+// 32-bit lane, vpdpbusd with a broadcast activation dword, no horizontal
+// reduction per block) on 256-bit registers, 8 rows per tile like the AVX2
+// kernels, with their software prefetch of the next tile's rows.
+
+constexpr int kTileRows8 = 8;
+// Software prefetch runs this many tiles ahead of the tile being computed
+// (interleaved A/B, 2 threads, from DRAM: 1 tile lost up to 25% on rows of
+// 768 columns; 4 tiles, or >= 16 KiB ahead, lost 5-20% on 768x2048).
+constexpr int64_t kPrefetchTiles8 = 2;
+
+struct Tile8 {
+  const uint8_t* row[kTileRows8];
+  const uint8_t* next;  // first row of the next tile of this thread, to prefetch
+  int64_t stride;
+  int n_next;  // rows of the next tile to prefetch
+  int n_rows;  // valid rows, 1..8
+};
+
+// out[k] lane r = the dword at row[r] + off + 4k, k < 4: 8 loads of 16
+// bytes, then a 4x4 dword transpose inside each 128-bit lane (register g
+// holds rows g and 4 + g).
+TERN_AVX512 inline void load8x4(const Tile8& t, int64_t off, __m256i out[4]) {
+  __m256i l[4];
+  for (int g = 0; g < 4; ++g)
+    l[g] = _mm256_inserti128_si256(_mm256_castsi128_si256(load128(t.row[g] + off)), load128(t.row[4 + g] + off), 1);
+  const __m256i t0 = _mm256_unpacklo_epi32(l[0], l[1]), t1 = _mm256_unpackhi_epi32(l[0], l[1]);
+  const __m256i t2 = _mm256_unpacklo_epi32(l[2], l[3]), t3 = _mm256_unpackhi_epi32(l[2], l[3]);
+  out[0] = _mm256_unpacklo_epi64(t0, t2);
+  out[1] = _mm256_unpackhi_epi64(t0, t2);
+  out[2] = _mm256_unpacklo_epi64(t1, t3);
+  out[3] = _mm256_unpackhi_epi64(t1, t3);
+}
+
+TERN_AVX512 inline uint16_t load_u16(const uint8_t* p) {
+  uint16_t v;
+  std::memcpy(&v, p, 2);
+  return v;
+}
+
+// The f16 at byte `off` of each row, as 8 floats (lane r = row r). Exact.
+TERN_AVX512 inline __m256 gather_f16_8(const Tile8& t, int64_t off) {
+  __m128i v = _mm_cvtsi32_si128(load_u16(t.row[0] + off));
+  for (int r = 1; r < 8; ++r) v = _mm_insert_epi16(v, load_u16(t.row[r] + off), r);
+  return _mm256_cvtph_ps(v);
+}
+
+TERN_AVX512 inline __m256i bcast8_i32(const uint8_t* p) { return _mm256_set1_epi32(load_i32(p)); }
+TERN_AVX512 inline __m256i low_nibbles8(__m256i v) { return _mm256_and_si256(v, _mm256_set1_epi8(0x0F)); }
+TERN_AVX512 inline __m256i high_nibbles8(__m256i v) {
+  return _mm256_and_si256(_mm256_srli_epi32(v, 4), _mm256_set1_epi8(0x0F));
+}
+
+// The rows of a later tile are one contiguous range: while block bytes
+// [off, off + bytes) of each row of this tile are computed, the same fraction
+// of that range is prefetched IN ADDRESS ORDER (one sequential stream, a few
+// lines per call) INTO L2 (prefetcht1). Measured from DRAM, 2 threads,
+// against the AVX2 kernels' former prefetch (8 row streams, the whole block
+// of each row at once, into L1): with that scheme this kernel was 0.93-1.02x
+// AVX2 although 1.3-1.6x faster in cache; per-row -> address order made Q4_K
+// 1.5-2.3x (its 144-byte blocks had issued 8x3 prefetches in a burst) but
+// Q8_0 0.70-0.86x (a whole tile ahead into L1 overflows its 32 KiB when rows
+// are long); L1 -> L2 then won everywhere.
+TERN_AVX512 inline void prefetch_next8(const Tile8& t, int64_t off, int64_t bytes) {
+  const int64_t end = std::min<int64_t>(kTileRows8 * (off + bytes), t.n_next * t.stride);
+  for (int64_t o = (kTileRows8 * off + 63) & ~int64_t{63}; o < end; o += 64)
+    _mm_prefetch(reinterpret_cast<const char*>(t.next + o), _MM_HINT_T1);
+}
+
+TERN_AVX512 inline void store_rows8(const Tile8& t, __m256 v, float* y) {
+  _mm256_mask_storeu_ps(y, static_cast<__mmask8>((1u << t.n_rows) - 1), v);
+}
+
+// unpack: codes[k] lane r = unsigned codes of elements 4k..4k+3 of row r's
+// block, k < 8; kOffset as above; product: the scalar reference's float
+// operations of a block.
+struct Q8_0Kernel8 {
+  static constexpr int64_t kBytes = sizeof(BlockQ8_0);
+  static constexpr int32_t kOffset = 128;
+  TERN_AVX512 static void unpack(const Tile8& t, int64_t off, __m256i codes[8]) {
+    load8x4(t, off + 2, codes);
+    load8x4(t, off + 18, codes + 4);
+    for (int k = 0; k < 8; ++k) codes[k] = _mm256_xor_si256(codes[k], _mm256_set1_epi8(static_cast<char>(0x80)));
+  }
+  TERN_AVX512 static __m256 row_scales(const Tile8& t, int64_t off) { return gather_f16_8(t, off); }
+  // acc += float(isum) * (d_w * d_a)
+  TERN_AVX512 static __m256 product(__m256i isum, __m256 d_w, float d_a) {
+    return _mm256_mul_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(d_w, _mm256_set1_ps(d_a)));
+  }
+};
+
+struct Q4_0Kernel8 {
+  static constexpr int64_t kBytes = sizeof(BlockQ4_0);
+  static constexpr int32_t kOffset = 8;
+  TERN_AVX512 static void unpack(const Tile8& t, int64_t off, __m256i codes[8]) {
+    __m256i q[4];
+    load8x4(t, off + 2, q);
+    for (int k = 0; k < 4; ++k) {
+      codes[k] = low_nibbles8(q[k]);
+      codes[k + 4] = high_nibbles8(q[k]);
+    }
+  }
+  TERN_AVX512 static __m256 row_scales(const Tile8& t, int64_t off) { return gather_f16_8(t, off); }
+  // acc += float(isum) * d_w * d_a, left to right
+  TERN_AVX512 static __m256 product(__m256i isum, __m256 d_w, float d_a) {
+    return _mm256_mul_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(isum), d_w), _mm256_set1_ps(d_a));
+  }
+};
+
+struct Mxfp4Kernel8 {
+  static constexpr int64_t kBytes = sizeof(BlockMxfp4);
+  static constexpr int32_t kOffset = 12;
+  TERN_AVX512 static void unpack(const Tile8& t, int64_t off, __m256i codes[8]) {
+    const __m256i table = _mm256_broadcastsi128_si256(_mm_setr_epi8(12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0));
+    __m256i q[4];
+    load8x4(t, off + 1, q);
+    for (int k = 0; k < 4; ++k) {
+      codes[k] = _mm256_shuffle_epi8(table, low_nibbles8(q[k]));
+      codes[k + 4] = _mm256_shuffle_epi8(table, high_nibbles8(q[k]));
+    }
+  }
+  // 2^(e - 128) per row, as quant's e8m0_to_float_half (e < 2: subnormal).
+  TERN_AVX512 static __m256 row_scales(const Tile8& t, int64_t off) {
+    __m128i b = _mm_cvtsi32_si128(t.row[0][off]);
+    for (int r = 1; r < 8; ++r) b = _mm_insert_epi8(b, t.row[r][off], r);
+    const __m256i e = _mm256_cvtepu8_epi32(b);
+    const __m256i normal = _mm256_slli_epi32(_mm256_sub_epi32(e, _mm256_set1_epi32(1)), 23);
+    const __m256i sub = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), e);
+    const __mmask8 is_sub = _mm256_cmplt_epi32_mask(e, _mm256_set1_epi32(2));
+    return _mm256_castsi256_ps(_mm256_mask_blend_epi32(is_sub, normal, sub));
+  }
+  // acc += (d_a * 2^(e-128)) * float(isum)
+  TERN_AVX512 static __m256 product(__m256i isum, __m256 scale_w, float d_a) {
+    return _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(d_a), scale_w), _mm256_cvtepi32_ps(isum));
+  }
+};
+
+// 8 rows x 1 token of a 32-element format: per block, transpose the 8 rows'
+// codes, 8 vpdpbusd (two chains), the integer sum starting at -offset * sum(a).
+template <class K>
+TERN_AVX512 void tile8_q8_0_acts(const Tile8& tr, int64_t n_blocks, const QuantActs& acts, int64_t tok, float* y) {
+  __m256 acc = _mm256_setzero_ps();
+  const int64_t nbr = acts.blocks_per_row;
+  const uint8_t* qa_row = acts.blocks + tok * acts.row_bytes + 2;
+  const int32_t* sums = acts.sums + tok * nbr;
+  const float* scales = acts.scales + tok * nbr;
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    const int64_t off = b * K::kBytes;
+    prefetch_next8(tr, off, K::kBytes);
+    __m256i codes[8];
+    K::unpack(tr, off, codes);
+    const __m256 d_w = K::row_scales(tr, off);
+    const uint8_t* qa = qa_row + b * int64_t{sizeof(BlockQ8_0)};
+    __m256i s0 = _mm256_set1_epi32(-K::kOffset * sums[b]), s1 = _mm256_setzero_si256();
+    for (int k = 0; k < 8; k += 2) {
+      s0 = _mm256_dpbusd_epi32(s0, codes[k], bcast8_i32(qa + 4 * k));
+      s1 = _mm256_dpbusd_epi32(s1, codes[k + 1], bcast8_i32(qa + 4 * k + 4));
+    }
+    acc = _mm256_add_ps(acc, K::product(_mm256_add_epi32(s0, s1), d_w, scales[b]));
+  }
+  store_rows8(tr, acc, y);
+}
+
+// 8 rows x 1 token of Q4_K, as tile_q4_k on ymm.
+TERN_AVX512 void tile8_q4_k(const Tile8& tr, int64_t n_blocks, const QuantActs& acts, int64_t tok, float* y) {
+  __m256 acc = _mm256_setzero_ps();
+  constexpr int64_t kBytes = sizeof(BlockQ4K);
+  const auto* a_row = reinterpret_cast<const BlockQ8K*>(acts.blocks + tok * acts.row_bytes);
+  const __m256i k1 = _mm256_set1_epi32(0x3f3f3f3f), k2 = _mm256_set1_epi32(0x0f0f0f0f),
+                k3 = _mm256_set1_epi32(0x03030303), byte = _mm256_set1_epi32(0xFF);
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    const int64_t off = b * kBytes;
+    __m256i w[4];  // d | dmin << 16, then the 12 scale bytes as u0, u1, u2
+    load8x4(tr, off, w);
+    const __m256 d = _mm256_cvtph_ps(_mm256_cvtepi32_epi16(w[0]));
+    const __m256 dmin = _mm256_cvtph_ps(_mm256_cvtepi32_epi16(_mm256_srli_epi32(w[0], 16)));
+    // ggml's unpacking of the 12 scale bytes (as q4_k_scale_min), per lane.
+    const __m256i sc_lo = _mm256_and_si256(w[1], k1);
+    const __m256i m_lo = _mm256_and_si256(w[2], k1);
+    const __m256i sc_hi = _mm256_or_si256(_mm256_and_si256(w[3], k2),
+                                          _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(w[1], 6), k3), 4));
+    const __m256i m_hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(w[3], 4), k2),
+                                         _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(w[2], 6), k3), 4));
+    const BlockQ8K* a = a_row + b;
+    const auto* bsums = reinterpret_cast<const uint8_t*>(a->bsums);
+    __m256i isum = _mm256_setzero_si256(), imin = _mm256_setzero_si256();
+    for (int c = 0; c < 4; ++c) {
+      prefetch_next8(tr, off + c * (kBytes / 4), kBytes / 4);  // spread over the block
+      __m256i q[8];
+      load8x4(tr, off + offsetof(BlockQ4K, qs) + 32 * c, q);
+      load8x4(tr, off + offsetof(BlockQ4K, qs) + 32 * c + 16, q + 4);
+      const uint8_t* qa = reinterpret_cast<const uint8_t*>(a->qs) + 64 * c;
+      __m256i s_lo = _mm256_setzero_si256(), s_hi = _mm256_setzero_si256();
+      for (int k = 0; k < 8; ++k) {
+        s_lo = _mm256_dpbusd_epi32(s_lo, low_nibbles8(q[k]), bcast8_i32(qa + 4 * k));
+        s_hi = _mm256_dpbusd_epi32(s_hi, high_nibbles8(q[k]), bcast8_i32(qa + 32 + 4 * k));
+      }
+      // sub-blocks 2c, 2c + 1: scale bytes j = c % 4 of sc_lo (c < 2) / sc_hi.
+      const __m256i sc_src = c < 2 ? sc_lo : sc_hi, m_src = c < 2 ? m_lo : m_hi;
+      const int j0 = (2 * c) % 4, j1 = j0 + 1;
+      const __m256i sc0 = _mm256_and_si256(_mm256_srli_epi32(sc_src, 8 * j0), byte);
+      const __m256i sc1 = _mm256_and_si256(_mm256_srli_epi32(sc_src, 8 * j1), byte);
+      isum = _mm256_add_epi32(isum, _mm256_add_epi32(_mm256_mullo_epi32(s_lo, sc0), _mm256_mullo_epi32(s_hi, sc1)));
+      const __m256i ml0 = _mm256_and_si256(_mm256_srli_epi32(m_src, 8 * j0), byte);
+      const __m256i ml1 = _mm256_and_si256(_mm256_srli_epi32(m_src, 8 * j1), byte);
+      imin = _mm256_dpwssd_epi32(imin, _mm256_or_si256(ml0, _mm256_slli_epi32(ml0, 16)), bcast8_i32(bsums + 8 * c));
+      imin = _mm256_dpwssd_epi32(imin, _mm256_or_si256(ml1, _mm256_slli_epi32(ml1, 16)), bcast8_i32(bsums + 8 * c + 4));
+    }
+    // acc += (d_w * d_a) * float(isum); acc -= (dmin_w * d_a) * float(imin)
+    const __m256 da = _mm256_set1_ps(a->d);
+    acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_mul_ps(d, da), _mm256_cvtepi32_ps(isum)));
+    acc = _mm256_sub_ps(acc, _mm256_mul_ps(_mm256_mul_ps(dmin, da), _mm256_cvtepi32_ps(imin)));
+  }
+  store_rows8(tr, acc, y);
+}
+
+// Walks [row_begin, row_end) in tiles of 8 rows for each token (n_tokens is 1
+// in practice: every token re-reads the rows).
+template <class Tile>
+void gemv8_format(const RowsRef& w, int64_t row_begin, int64_t row_end, const QuantActs& acts, int64_t n_tokens,
+                  float* y, int64_t ldy, int64_t block_bytes, Tile tile) {
+  const int64_t n_blocks = w.row_stride / block_bytes;
+  constexpr int64_t kPrefetchRows8 = kTileRows8 * kPrefetchTiles8;
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    for (int64_t r0 = row_begin; r0 < row_end; r0 += kTileRows8) {
+      Tile8 tr;
+      tr.n_rows = static_cast<int>(std::min<int64_t>(kTileRows8, row_end - r0));
+      for (int i = 0; i < kTileRows8; ++i) tr.row[i] = w.data + (r0 + std::min(i, tr.n_rows - 1)) * w.row_stride;
+      tr.stride = w.row_stride;
+      tr.next = w.data + (r0 + kPrefetchRows8) * w.row_stride;
+      tr.n_next = static_cast<int>(std::clamp<int64_t>(row_end - r0 - kPrefetchRows8, 0, kTileRows8));
+      tile(tr, n_blocks, acts, t, y + t * ldy + r0);
+    }
+  }
+}
+
+// The batch-1 kernels: false for Q6_K (not a target format), which runs AVX2.
+bool gemv8_rows(const RowsRef& w, int64_t row_begin, int64_t row_end, const QuantActs& acts, int64_t n_tokens,
+                float* y, int64_t ldy) {
+  switch (w.format) {
+    case TensorFormat::Q8_0:
+      gemv8_format(w, row_begin, row_end, acts, n_tokens, y, ldy, Q8_0Kernel8::kBytes, tile8_q8_0_acts<Q8_0Kernel8>);
+      return true;
+    case TensorFormat::Q4_0:
+      gemv8_format(w, row_begin, row_end, acts, n_tokens, y, ldy, Q4_0Kernel8::kBytes, tile8_q8_0_acts<Q4_0Kernel8>);
+      return true;
+    case TensorFormat::MXFP4:
+      gemv8_format(w, row_begin, row_end, acts, n_tokens, y, ldy, Mxfp4Kernel8::kBytes, tile8_q8_0_acts<Mxfp4Kernel8>);
+      return true;
+    case TensorFormat::Q4_K:
+      gemv8_format(w, row_begin, row_end, acts, n_tokens, y, ldy, sizeof(BlockQ4K), tile8_q4_k);
+      return true;
+    default: return false;
+  }
+}
+
 void gemm_rows(const RowsRef& w, int64_t row_begin, int64_t row_end, const QuantActs& acts, int64_t n_tokens,
                float* y, int64_t ldy) {
   // Batch 1 (decode) streams weights from DRAM, where the 16-row tiles did
-  // not pay: 0.70-1.13x the AVX2 kernel (interleaved A/B, 1 and 2 threads;
-  // 1.4-1.9x faster with the weights in cache). Both give the same bits, so
-  // a lone token takes the AVX2 kernel. Q6_K is not a target format here.
+  // not pay (0.70-1.13x the AVX2 kernel, 1.4-1.9x in cache): a lone token
+  // takes the 8-row kernels above. All give the same bits. Q6_K is not a
+  // target format here.
+  if (n_tokens == 1 && gemv8_rows(w, row_begin, row_end, acts, n_tokens, y, ldy)) return;
   if (n_tokens == 1 || w.format == TensorFormat::Q6_K)
     return avx2_quant_kernels()->gemm_rows(w, row_begin, row_end, acts, n_tokens, y, ldy);
   switch (w.format) {

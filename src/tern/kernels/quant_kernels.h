@@ -16,7 +16,8 @@
 // and whether a token is computed alone (matvec) or in a batch (matmul).
 // AVX2 keeps 8 rows in the 8 lanes of one register: lane r accumulates row r
 // with the scalar reference's operations; AVX-512 does the same with 16 rows
-// (quant_avx512.cpp: VNNI, no horizontal reduction per block).
+// for batches and 8 rows (ymm) for a lone token (quant_avx512.cpp: VNNI, no
+// horizontal reduction per block).
 #include <cstdint>
 
 #include "tern/core/tensor_format.h"
