@@ -391,9 +391,10 @@ TERN_AVX512 inline uint16_t load_u16(const uint8_t* p) {
 
 // The f16 at byte `off` of each row, as 8 floats (lane r = row r). Exact.
 TERN_AVX512 inline __m256 gather_f16_8(const Tile8& t, int64_t off) {
-  __m128i v = _mm_cvtsi32_si128(load_u16(t.row[0] + off));
-  for (int r = 1; r < 8; ++r) v = _mm_insert_epi16(v, load_u16(t.row[r] + off), r);
-  return _mm256_cvtph_ps(v);
+  auto h = [&](int r) { return static_cast<short>(load_u16(t.row[r] + off)); };
+  // _mm_setr, not an insert loop: the lane index of vpinsrw must be a
+  // constant even when the loop is not unrolled (-O0, sanitizer builds).
+  return _mm256_cvtph_ps(_mm_setr_epi16(h(0), h(1), h(2), h(3), h(4), h(5), h(6), h(7)));
 }
 
 TERN_AVX512 inline __m256i bcast8_i32(const uint8_t* p) { return _mm256_set1_epi32(load_i32(p)); }
@@ -472,8 +473,8 @@ struct Mxfp4Kernel8 {
   }
   // 2^(e - 128) per row, as quant's e8m0_to_float_half (e < 2: subnormal).
   TERN_AVX512 static __m256 row_scales(const Tile8& t, int64_t off) {
-    __m128i b = _mm_cvtsi32_si128(t.row[0][off]);
-    for (int r = 1; r < 8; ++r) b = _mm_insert_epi8(b, t.row[r][off], r);
+    auto e8 = [&](int r) { return static_cast<char>(t.row[r][off]); };
+    const __m128i b = _mm_setr_epi8(e8(0), e8(1), e8(2), e8(3), e8(4), e8(5), e8(6), e8(7), 0, 0, 0, 0, 0, 0, 0, 0);
     const __m256i e = _mm256_cvtepu8_epi32(b);
     const __m256i normal = _mm256_slli_epi32(_mm256_sub_epi32(e, _mm256_set1_epi32(1)), 23);
     const __m256i sub = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), e);
