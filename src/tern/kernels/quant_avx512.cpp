@@ -48,14 +48,16 @@ namespace {
 constexpr int kMaxTileTokens = 32;
 
 constexpr int kTileRows = 16;
+// Software prefetch runs this many tiles ahead of the tile being computed.
+constexpr int64_t kPrefetchTiles16 = 2;
 
 // The 16 rows of a tile. Rows past the end of a ragged last tile repeat its
 // last row (computed, never stored), so every tile runs the same code.
 struct Tile16 {
   const uint8_t* row[kTileRows];
-  const uint8_t* next;  // first row of the next tile of this thread, to prefetch
+  const uint8_t* next;  // first row of the tile to prefetch (kPrefetchTiles16 ahead, this thread's)
   int64_t stride;
-  int n_next;  // rows of the next tile to prefetch
+  int n_next;  // rows of that tile to prefetch
   int n_rows;  // valid rows, 1..16
 };
 
@@ -180,13 +182,14 @@ struct Mxfp4Kernel {
   }
 };
 
+// The rows of a tile are one contiguous range, so the tile kPrefetchTiles16
+// ahead is fetched as one address-ordered stream into L2: while bytes
+// [off, off + bytes) of each row are computed, the same fraction of that
+// tile's range (as the batch-1 kernels below do).
 TERN_AVX512 inline void prefetch_next(const Tile16& t, int64_t off, int64_t bytes) {
-  // Every 64-byte step of the next tile's rows is fetched once, while the
-  // same range of this tile is computed (a row is about a page, where
-  // hardware prefetchers stop).
-  for (int64_t o = (off + 63) & ~int64_t{63}; o < off + bytes; o += 64)
-    for (int r = 0; r < t.n_next; ++r)
-      _mm_prefetch(reinterpret_cast<const char*>(t.next + r * t.stride + o), _MM_HINT_T0);
+  const int64_t end = std::min<int64_t>(kTileRows * (off + bytes), t.n_next * t.stride);
+  for (int64_t o = (kTileRows * off + 63) & ~int64_t{63}; o < end; o += 64)
+    _mm_prefetch(reinterpret_cast<const char*>(t.next + o), _MM_HINT_T1);
 }
 
 TERN_AVX512 inline void store_rows(const Tile16& t, __m512 v, float* y) {
@@ -275,11 +278,11 @@ TERN_AVX512 void tile_q4_k(const Tile16& tr, int64_t n_blocks, const QuantActs& 
   constexpr int64_t kBytes = sizeof(BlockQ4K);
   for (int64_t b = 0; b < n_blocks; ++b) {
     const int64_t off = b * kBytes;
-    prefetch_next(tr, off, kBytes);
     Q4KHead h;
     q4_k_head(tr, off, h);
     for (int t = 0; t < n; ++t) isum[t] = _mm512_setzero_si512();
     for (int c = 0; c < 4; ++c) {
+      prefetch_next(tr, off + c * (kBytes / 4), kBytes / 4);  // spread over the block
       __m512i q[8], lo[8], hi[8];
       load16x4(tr, off + offsetof(BlockQ4K, qs) + 32 * c, q);
       load16x4(tr, off + offsetof(BlockQ4K, qs) + 32 * c + 16, q + 4);
@@ -329,8 +332,9 @@ void gemm_format(const RowsRef& w, int64_t row_begin, int64_t row_end, const Qua
       tr.n_rows = static_cast<int>(std::min<int64_t>(kTileRows, row_end - r0));
       for (int i = 0; i < kTileRows; ++i) tr.row[i] = w.data + (r0 + std::min(i, tr.n_rows - 1)) * w.row_stride;
       tr.stride = w.row_stride;
-      tr.next = w.data + (r0 + kTileRows) * w.row_stride;
-      tr.n_next = static_cast<int>(std::clamp<int64_t>(row_end - r0 - kTileRows, 0, kTileRows));
+      constexpr int64_t kAhead = kTileRows * kPrefetchTiles16;
+      tr.next = w.data + (r0 + kAhead) * w.row_stride;
+      tr.n_next = static_cast<int>(std::clamp<int64_t>(row_end - r0 - kAhead, 0, kTileRows));
       tile(tr, n_blocks, acts, t0, nt, y + t0 * ldy + r0, ldy);
     }
   }
