@@ -63,6 +63,19 @@ class EngineErrors(TernTestCase):
         self.assertNotEqual(p.returncode, 0)
         self.assertIn("excludes", p.stderr)
 
+    def test_unknown_kernel_path_is_a_clear_error(self):
+        env = dict(os.environ, TERN_KERNELS="bogus")
+        p = subprocess.run([TERN, "generate", self.model, "--tokens", "1,2", "-n", "2"], capture_output=True, text=True,
+                           env=env)
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertIn("TERN_KERNELS='bogus' is not one of: auto, portable, avx2, avx512", p.stderr)
+        self.assertFails(["bench", "kernels", "--paths", "bogus", "--formats", "q8_0", "--shapes", "64x64",
+                          "--batches", "1", "--repeats", "1"], "kernel path 'bogus' is not one of")
+        env["TERN_KERNELS"] = "portable"  # a named path that exists runs
+        p = subprocess.run([TERN, "generate", self.model, "--tokens", "1,2", "-n", "2"], capture_output=True, text=True,
+                           env=env)
+        self.assertEqual(p.returncode, 0, p.stderr)
+
     def test_invalid_utf8_prompt(self):
         r = subprocess.run([TERN.encode(), b"generate", self.model.encode(), b"--prompt", b"ab\xff\xfecd"],
                            capture_output=True)
