@@ -7,6 +7,7 @@ Tolerance: Tern computes in F32 over the stored weights (exactly representable
 in float64), so the difference is F32 rounding: we require
     max |tern - ref| <= 1e-4 * max(1, max |ref|)   at every position.
 Measured differences are ~1e-6 (100x margin) (see docs/RESULTS.md)."""
+# tern-test: every-kernel-path
 import json
 import os
 import subprocess
