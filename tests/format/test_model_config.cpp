@@ -2,7 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "support/expect_error.h"
+#include "support/temp_dir.h"
 #include "tern/format/architectures.h"
 
 namespace tern {
@@ -98,11 +101,105 @@ TEST(ModelConfig, MissingOrInvalidFieldsAreNamed) {
   expect_error([&] { parse_model_config(json::object(), "config.json"); }, {"model_type"});
 }
 
+// Issue 16, reproduction 2: num_experts = 2^63-1 made `tern install` loop
+// forever. Every count and dimension has a stated range, checked at parse.
+TEST(ModelConfig, HugeCountsAreRefusedNamingFileAndField) {
+  const int64_t huge = std::numeric_limits<int64_t>::max();
+  for (const char* field : {"vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "head_dim",
+                            "intermediate_size", "moe_intermediate_size", "num_experts", "decoder_sparse_step",
+                            "max_position_embeddings"}) {
+    json j = qwen3_config();
+    j[field] = huge;
+    expect_error([&] { parse_model_config(j, "m/config.json"); },
+                 {"m/config.json: field '" + std::string(field) + "' must be in [", "got 9223372036854775807"});
+  }
+  json j = qwen3_config();
+  j["num_experts"] = 9000;
+  expect_error([&] { parse_model_config(j, "config.json"); }, {"'num_experts' must be in [0, 8192], got 9000"});
+  j = qwen3_config();
+  j["num_key_value_heads"] = 8;  // more than the 4 attention heads
+  expect_error([&] { parse_model_config(j, "config.json"); }, {"'num_key_value_heads' must be in [1, 4]"});
+}
+
+TEST(ModelConfig, NegativeAndUnsignedOverflowCountsAreRefused) {
+  json j = qwen3_config();
+  j["num_experts"] = -1;
+  expect_error([&] { parse_model_config(j, "config.json"); }, {"'num_experts' must be in [0, 8192], got -1"});
+  j = qwen3_config();
+  j["hidden_size"] = 18446744073709551615ull;
+  expect_error([&] { parse_model_config(j, "config.json"); }, {"'hidden_size' is out of range, got 18446744073709551615"});
+  j = qwen3_config();
+  j["mlp_only_layers"] = {0, 18446744073709551615ull};
+  expect_error([&] { parse_model_config(j, "config.json"); }, {"'mlp_only_layers' must be a list of integers"});
+  j = qwen3_config();
+  j["mlp_only_layers"] = json(std::vector<int64_t>(5, 0));
+  expect_error([&] { parse_model_config(j, "config.json"); }, {"'mlp_only_layers' lists 5 layers but the model has 4"});
+}
+
+TEST(ModelConfig, ProductsOfCountsAreBounded) {
+  json j = qwen3_config();
+  j["num_attention_heads"] = 1024;
+  j["num_key_value_heads"] = 1024;
+  j["head_dim"] = 1024;
+  expect_error([&] { parse_model_config(j, "config.json"); },
+               {"'head_dim' x num_attention_heads = 1048576 exceeds the limit 131072"});
+  j = qwen3_config();
+  j["num_hidden_layers"] = 1024;
+  j["mlp_only_layers"] = json::array();
+  j["num_experts"] = 8192;
+  expect_error([&] { parse_model_config(j, "config.json"); },
+               {"'num_experts' (8192) x MoE layers (1024) = 8388608 expert records exceeds the limit 262144"});
+  // The largest released shapes are well inside the limits (Qwen3-235B-A22B).
+  j = qwen3_config();
+  j.update({{"vocab_size", 151936}, {"hidden_size", 4096}, {"num_hidden_layers", 94}, {"num_attention_heads", 64},
+            {"num_key_value_heads", 4}, {"head_dim", 128}, {"intermediate_size", 12288},
+            {"moe_intermediate_size", 1536}, {"num_experts", 128}, {"num_experts_per_tok", 8},
+            {"mlp_only_layers", json::array()}, {"max_position_embeddings", 40960}});
+  EXPECT_EQ(parse_model_config(j, "config.json").num_moe_layers(), 94);
+}
+
+TEST(ModelConfig, NonFiniteOrOutOfRangeFloatsAreRefused) {
+  json j = qwen3_config();
+  j["rope_theta"] = std::numeric_limits<double>::infinity();
+  expect_error([&] { parse_model_config(j, "config.json"); }, {"'rope_theta' must be a finite number"});
+  j = qwen3_config();
+  j["rms_norm_eps"] = 0.0;
+  expect_error([&] { parse_model_config(j, "config.json"); }, {"'rms_norm_eps' must be a finite number in (0, 1]"});
+  j = qwen3_config();
+  j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 1e300}};
+  expect_error([&] { parse_model_config(j, "config.json"); }, {"config.json rope_scaling: field 'factor'"});
+  j = qwen3_config();
+  j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 2.0}, {"original_max_position_embeddings", -5}};
+  expect_error([&] { parse_model_config(j, "config.json"); }, {"'original_max_position_embeddings' must be in [0,"});
+}
+
+TEST(ModelConfig, HugeValuesInErrorsAreCutShort) {
+  json j = qwen3_config();
+  j["hidden_size"] = std::string(100000, 'x');
+  try {
+    parse_model_config(j, "config.json");
+    ADD_FAILURE() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_LT(std::string(e.what()).size(), 200u) << e.what();
+  }
+}
+
+TEST(ModelConfig, DeeplyNestedJsonIsRefusedBeforeParsing) {
+  testing::TempDir dir;
+  testing::write_bytes(dir / "config.json", "{\"model_type\": " + std::string(200000, '[') + std::string(200000, ']') + "}");
+  expect_error([&] { load_model_config(dir.path()); }, {"config.json", "nested deeper than 128 levels"});
+  // Brackets inside strings (even after an escaped quote) do not nest.
+  testing::write_bytes(dir / "config.json", "{\"a\": \"" + std::string(200, '[') + "\\\"" + std::string(200, '{') +
+                                                "\", \"model_type\": 5}");
+  expect_error([&] { load_model_config(dir.path()); }, {"no \"model_type\" string"});
+}
+
 TEST(Architectures, Qwen3MoeDeclaresExpertsAndDenseLayers) {
   ModelConfig c = parse_model_config(qwen3_config(), "config.json");
   auto decls = find_arch("qwen3_moe").tensors(c);
   int experts = 0, dense_mlps = 0, lm_heads = 0;
   for (const auto& d : decls) {
+    EXPECT_EQ(d.dim_fields.size(), d.shape.size()) << d.name << ": every dimension names its config field";
     if (d.is_expert) {
       ++experts;
       EXPECT_TRUE(c.layer_is_moe(d.layer));

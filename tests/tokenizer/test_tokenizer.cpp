@@ -290,6 +290,41 @@ TEST(Tokenizer, UnsupportedComponentsNameTheirType) {
   EXPECT_NE(error_of(c).find("\"zz\""), std::string::npos) << error_of(c);
 }
 
+// Hostile tokenizer.json files (issue 16): ids that would size the id table
+// from a corrupt value, floats where ids belong (an undefined conversion),
+// and nesting deep enough to exhaust the stack are clean errors.
+TEST(Tokenizer, TokenIdsOutsideTheIdRangeAreRefused) {
+  for (const json& bad : {json(2147483647), json(-1), json(1e20), json(4194304), json("7")}) {
+    json c = fixture({}, json::array(), json::array({added_token(300, "<x>", true, {{"id", bad}})}));
+    EXPECT_NE(error_of(c).find("added token has an invalid id"), std::string::npos) << error_of(c);
+  }
+  json c = fixture({"ab"}, json::array());
+  c["model"]["vocab"]["ab"] = 5000000;
+  EXPECT_NE(error_of(c).find("vocab entry \"ab\" has an invalid id 5000000"), std::string::npos) << error_of(c);
+  c = fixture({}, json::array(), json::array({added_token(300, "<s>", true)}));
+  c["post_processor"] = {{"type", "TemplateProcessing"},
+                         {"single", json::array({{{"SpecialToken", {{"id", "<s>"}, {"type_id", 0}}}}})},
+                         {"special_tokens", {{"<s>", {{"id", "<s>"}, {"ids", {1e30}}, {"tokens", {"<s>"}}}}}}};
+  EXPECT_NE(error_of(c).find("post_processor special token has an invalid id"), std::string::npos) << error_of(c);
+}
+
+TEST(Tokenizer, MostlyEmptyIdSpaceIsRefused) {
+  json c = fixture({}, json::array(), json::array({added_token(1000000, "<x>", true)}));
+  EXPECT_NE(error_of(c).find("token id 1000000 is far beyond the 257 tokens defined"), std::string::npos)
+      << error_of(c);
+  // Gaps of real tokenizers (Qwen3 pads to vocab_size; added tokens after the vocabulary) are fine.
+  c = fixture({}, json::array(), json::array({added_token(4000, "<x>", true)}));
+  EXPECT_EQ(load(c).vocab_size(), 4001);
+}
+
+TEST(Tokenizer, DeeplyNestedComponentsAreRefused) {
+  json nested = {{"type", "NFC"}};
+  for (int i = 0; i < 200; ++i) nested = {{"type", "Sequence"}, {"normalizers", json::array({nested})}};
+  json c = fixture({}, json::array());
+  c["normalizer"] = nested;
+  EXPECT_NE(error_of(c).find("nested deeper than 128 levels"), std::string::npos) << error_of(c);
+}
+
 TEST(Tokenizer, TemplateProcessingExposesBos) {
   json added = json::array({added_token(300, "<|begin_of_text|>", true)});
   json config = fixture({}, json::array(), added);

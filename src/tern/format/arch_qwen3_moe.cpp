@@ -7,29 +7,39 @@
 namespace tern {
 namespace {
 
-TensorDecl trunk(std::string name, std::vector<int64_t> shape, WeightInit init = WeightInit::Linear) {
-  return TensorDecl{std::move(name), std::move(shape), init, false, -1, -1, ""};
+// The config.json fields behind each dimension (TensorDecl::dim_fields).
+constexpr std::string_view kVocab = "vocab_size", kHidden = "hidden_size", kHeadDim = "head_dim",
+                           kQ = "num_attention_heads x head_dim", kKv = "num_key_value_heads x head_dim",
+                           kFfn = "intermediate_size", kExperts = "num_experts", kMoeFfn = "moe_intermediate_size";
+
+TensorDecl trunk(std::string name, std::vector<int64_t> shape, std::vector<std::string_view> fields,
+                 WeightInit init = WeightInit::Linear) {
+  return TensorDecl{std::move(name), std::move(shape), init, false, -1, -1, "", std::move(fields)};
 }
 
 void parse_qwen3_moe(const ConfigReader& r, ModelConfig& cfg) {
+  namespace lim = config_limits;
   read_decoder_fields(r, cfg);
   cfg.intermediate_size = r.get_int("intermediate_size");
-  r.require_positive("intermediate_size", cfg.intermediate_size);
+  r.require_range("intermediate_size", cfg.intermediate_size, 1, lim::kMaxFfn);
   cfg.num_experts = r.get_int("num_experts");
+  r.require_range("num_experts", cfg.num_experts, 0, lim::kMaxExperts);
   cfg.num_experts_per_tok = r.get_int("num_experts_per_tok");
   cfg.moe_intermediate_size = r.get_int("moe_intermediate_size");
   cfg.norm_topk_prob = r.get_bool("norm_topk_prob", false);
   cfg.decoder_sparse_step = r.get_int("decoder_sparse_step", 1);
   cfg.mlp_only_layers = r.get_int_list("mlp_only_layers");
-  if (cfg.num_experts < 0) r.invalid("num_experts", "must not be negative");
   if (cfg.num_experts > 0) {
     r.require_positive("num_experts_per_tok", cfg.num_experts_per_tok);
-    r.require_positive("moe_intermediate_size", cfg.moe_intermediate_size);
+    r.require_range("moe_intermediate_size", cfg.moe_intermediate_size, 1, lim::kMaxFfn);
     if (cfg.num_experts_per_tok > cfg.num_experts)
       r.invalid("num_experts_per_tok", fmt::format("({}) exceeds num_experts ({})",
                                                    cfg.num_experts_per_tok, cfg.num_experts));
   }
-  r.require_positive("decoder_sparse_step", cfg.decoder_sparse_step);
+  r.require_range("decoder_sparse_step", cfg.decoder_sparse_step, 1, lim::kMaxLayers);
+  if (static_cast<int64_t>(cfg.mlp_only_layers.size()) > cfg.num_layers)
+    r.invalid("mlp_only_layers", fmt::format("lists {} layers but the model has {}", cfg.mlp_only_layers.size(),
+                                             cfg.num_layers));
   for (int64_t l : cfg.mlp_only_layers)
     if (l < 0 || l >= cfg.num_layers)
       r.invalid("mlp_only_layers", fmt::format("names layer {} but the model has {} layers", l, cfg.num_layers));
@@ -41,43 +51,43 @@ std::vector<TensorDecl> qwen3_moe_tensors(const ModelConfig& c) {
   std::vector<TensorDecl> t;
   const int64_t H = c.hidden_size, D = c.head_dim;
   const int64_t q_dim = c.num_heads * D, kv_dim = c.num_kv_heads * D;
-  t.push_back(trunk("model.embed_tokens.weight", {c.vocab_size, H}, WeightInit::Embedding));
+  t.push_back(trunk("model.embed_tokens.weight", {c.vocab_size, H}, {kVocab, kHidden}, WeightInit::Embedding));
   for (int64_t l = 0; l < c.num_layers; ++l) {
     const std::string p = fmt::format("model.layers.{}.", l);
-    t.push_back(trunk(p + "input_layernorm.weight", {H}, WeightInit::Ones));
-    t.push_back(trunk(p + "self_attn.q_proj.weight", {q_dim, H}));
-    t.push_back(trunk(p + "self_attn.k_proj.weight", {kv_dim, H}));
-    t.push_back(trunk(p + "self_attn.v_proj.weight", {kv_dim, H}));
-    t.push_back(trunk(p + "self_attn.o_proj.weight", {H, q_dim}));
+    t.push_back(trunk(p + "input_layernorm.weight", {H}, {kHidden}, WeightInit::Ones));
+    t.push_back(trunk(p + "self_attn.q_proj.weight", {q_dim, H}, {kQ, kHidden}));
+    t.push_back(trunk(p + "self_attn.k_proj.weight", {kv_dim, H}, {kKv, kHidden}));
+    t.push_back(trunk(p + "self_attn.v_proj.weight", {kv_dim, H}, {kKv, kHidden}));
+    t.push_back(trunk(p + "self_attn.o_proj.weight", {H, q_dim}, {kHidden, kQ}));
     if (c.attention_bias) {
-      t.push_back(trunk(p + "self_attn.q_proj.bias", {q_dim}, WeightInit::Zeros));
-      t.push_back(trunk(p + "self_attn.k_proj.bias", {kv_dim}, WeightInit::Zeros));
-      t.push_back(trunk(p + "self_attn.v_proj.bias", {kv_dim}, WeightInit::Zeros));
-      t.push_back(trunk(p + "self_attn.o_proj.bias", {H}, WeightInit::Zeros));
+      t.push_back(trunk(p + "self_attn.q_proj.bias", {q_dim}, {kQ}, WeightInit::Zeros));
+      t.push_back(trunk(p + "self_attn.k_proj.bias", {kv_dim}, {kKv}, WeightInit::Zeros));
+      t.push_back(trunk(p + "self_attn.v_proj.bias", {kv_dim}, {kKv}, WeightInit::Zeros));
+      t.push_back(trunk(p + "self_attn.o_proj.bias", {H}, {kHidden}, WeightInit::Zeros));
     }
-    t.push_back(trunk(p + "self_attn.q_norm.weight", {D}, WeightInit::Ones));
-    t.push_back(trunk(p + "self_attn.k_norm.weight", {D}, WeightInit::Ones));
-    t.push_back(trunk(p + "post_attention_layernorm.weight", {H}, WeightInit::Ones));
+    t.push_back(trunk(p + "self_attn.q_norm.weight", {D}, {kHeadDim}, WeightInit::Ones));
+    t.push_back(trunk(p + "self_attn.k_norm.weight", {D}, {kHeadDim}, WeightInit::Ones));
+    t.push_back(trunk(p + "post_attention_layernorm.weight", {H}, {kHidden}, WeightInit::Ones));
     if (c.layer_is_moe(l)) {
-      t.push_back(trunk(p + "mlp.gate.weight", {c.num_experts, H}, WeightInit::Router));
+      t.push_back(trunk(p + "mlp.gate.weight", {c.num_experts, H}, {kExperts, kHidden}, WeightInit::Router));
     } else {
       const int64_t I = c.intermediate_size;
-      t.push_back(trunk(p + "mlp.gate_proj.weight", {I, H}));
-      t.push_back(trunk(p + "mlp.up_proj.weight", {I, H}));
-      t.push_back(trunk(p + "mlp.down_proj.weight", {H, I}));
+      t.push_back(trunk(p + "mlp.gate_proj.weight", {I, H}, {kFfn, kHidden}));
+      t.push_back(trunk(p + "mlp.up_proj.weight", {I, H}, {kFfn, kHidden}));
+      t.push_back(trunk(p + "mlp.down_proj.weight", {H, I}, {kHidden, kFfn}));
     }
   }
-  t.push_back(trunk("model.norm.weight", {H}, WeightInit::Ones));
-  if (!c.tie_word_embeddings) t.push_back(trunk("lm_head.weight", {c.vocab_size, H}));
+  t.push_back(trunk("model.norm.weight", {H}, {kHidden}, WeightInit::Ones));
+  if (!c.tie_word_embeddings) t.push_back(trunk("lm_head.weight", {c.vocab_size, H}, {kVocab, kHidden}));
   // Routed experts, layer by layer, expert by expert, sections in record order.
   const int64_t I = c.moe_intermediate_size;
   for (int64_t l = 0; l < c.num_layers; ++l) {
     if (!c.layer_is_moe(l)) continue;
     for (int64_t e = 0; e < c.num_experts; ++e) {
       const std::string p = fmt::format("model.layers.{}.mlp.experts.{}.", l, e);
-      t.push_back({p + "gate_proj.weight", {I, H}, WeightInit::Linear, true, l, e, "gate"});
-      t.push_back({p + "up_proj.weight", {I, H}, WeightInit::Linear, true, l, e, "up"});
-      t.push_back({p + "down_proj.weight", {H, I}, WeightInit::Linear, true, l, e, "down"});
+      t.push_back({p + "gate_proj.weight", {I, H}, WeightInit::Linear, true, l, e, "gate", {kMoeFfn, kHidden}});
+      t.push_back({p + "up_proj.weight", {I, H}, WeightInit::Linear, true, l, e, "up", {kMoeFfn, kHidden}});
+      t.push_back({p + "down_proj.weight", {H, I}, WeightInit::Linear, true, l, e, "down", {kHidden, kMoeFfn}});
     }
   }
   return t;

@@ -16,6 +16,10 @@ const std::vector<const ArchSpec*>& registry() {
 
 }  // namespace
 
+std::string dim_fields_str(const TensorDecl& decl) {
+  return fmt::format("[{}]", fmt::join(decl.dim_fields, ", "));
+}
+
 std::vector<std::string_view> supported_architectures() {
   std::vector<std::string_view> names;
   for (const ArchSpec* a : registry()) names.push_back(a->model_type);

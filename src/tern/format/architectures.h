@@ -34,7 +34,13 @@ struct TensorDecl {
   int64_t layer = -1;
   int64_t expert = -1;
   std::string section;  // within an expert record: e.g. "gate", "up", "down"
+  // The config.json fields each dimension comes from ("hidden_size",
+  // "num_attention_heads x head_dim"), for errors when a file disagrees.
+  std::vector<std::string_view> dim_fields;
 };
+
+// "[a, b]" with the fields of decl's dimensions, e.g. "[num_experts, hidden_size]".
+std::string dim_fields_str(const TensorDecl& decl);
 
 struct ArchSpec {
   std::string_view model_type;

@@ -1,6 +1,10 @@
 #include "tern/format/config_reader.h"
 
+#include <cmath>
+#include <limits>
+
 #include "tern/core/error.h"
+#include "tern/core/json.h"
 #include "tern/format/model_config.h"
 
 namespace tern {
@@ -18,7 +22,9 @@ void ConfigReader::invalid(const std::string& key, const std::string& message) c
 int64_t ConfigReader::get_int(const std::string& key) const {
   if (!has(key)) invalid(key, fmt::format("is missing (required for {})", arch_));
   const json& v = json_[key];
-  if (!v.is_number_integer()) invalid(key, fmt::format("must be an integer, got {}", v.dump()));
+  if (!v.is_number_integer()) invalid(key, fmt::format("must be an integer, got {}", json_excerpt(v)));
+  if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+    invalid(key, fmt::format("is out of range, got {}", v.get<uint64_t>()));
   return v.get<int64_t>();
 }
 
@@ -29,7 +35,7 @@ int64_t ConfigReader::get_int(const std::string& key, int64_t fallback) const {
 double ConfigReader::get_double(const std::string& key) const {
   if (!has(key)) invalid(key, fmt::format("is missing (required for {})", arch_));
   const json& v = json_[key];
-  if (!v.is_number()) invalid(key, fmt::format("must be a number, got {}", v.dump()));
+  if (!v.is_number()) invalid(key, fmt::format("must be a number, got {}", json_excerpt(v)));
   return v.get<double>();
 }
 
@@ -40,7 +46,7 @@ double ConfigReader::get_double(const std::string& key, double fallback) const {
 bool ConfigReader::get_bool(const std::string& key, bool fallback) const {
   if (!has(key)) return fallback;
   const json& v = json_[key];
-  if (!v.is_boolean()) invalid(key, fmt::format("must be true or false, got {}", v.dump()));
+  if (!v.is_boolean()) invalid(key, fmt::format("must be true or false, got {}", json_excerpt(v)));
   return v.get<bool>();
 }
 
@@ -48,9 +54,11 @@ std::vector<int64_t> ConfigReader::get_int_list(const std::string& key) const {
   std::vector<int64_t> out;
   if (!has(key)) return out;
   const json& v = json_[key];
-  if (!v.is_array()) invalid(key, fmt::format("must be a list of integers, got {}", v.dump()));
+  if (!v.is_array()) invalid(key, fmt::format("must be a list of integers, got {}", json_excerpt(v)));
   for (const auto& e : v) {
-    if (!e.is_number_integer()) invalid(key, fmt::format("must be a list of integers, got {}", v.dump()));
+    if (!e.is_number_integer() ||
+        (e.is_number_unsigned() && e.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())))
+      invalid(key, fmt::format("must be a list of integers, got {}", json_excerpt(v)));
     out.push_back(e.get<int64_t>());
   }
   return out;
@@ -58,6 +66,15 @@ std::vector<int64_t> ConfigReader::get_int_list(const std::string& key) const {
 
 void ConfigReader::require_positive(const std::string& key, int64_t value) const {
   if (value <= 0) invalid(key, fmt::format("must be positive, got {}", value));
+}
+
+void ConfigReader::require_range(const std::string& key, int64_t value, int64_t lo, int64_t hi) const {
+  if (value < lo || value > hi) invalid(key, fmt::format("must be in [{}, {}], got {}", lo, hi, value));
+}
+
+void ConfigReader::require_finite(const std::string& key, double value, double lo_exclusive, double hi) const {
+  if (!std::isfinite(value) || !(value > lo_exclusive) || value > hi)
+    invalid(key, fmt::format("must be a finite number in ({}, {}], got {}", lo_exclusive, hi, value));
 }
 
 namespace {
@@ -72,6 +89,8 @@ RopeScalingConfig read_rope_scaling(const ConfigReader& r) {
   else r.invalid("rope_scaling", "has no 'type' or 'rope_type'");
   s.factor = rr.get_double("factor", 1.0);
   s.original_max_position_embeddings = rr.get_int("original_max_position_embeddings", 0);
+  rr.require_range("original_max_position_embeddings", s.original_max_position_embeddings, 0,
+                   config_limits::kMaxPositions);
   s.beta_fast = rr.get_double("beta_fast", 32.0);
   s.beta_slow = rr.get_double("beta_slow", 1.0);
   s.mscale = rr.get_double("mscale", 1.0);
@@ -81,24 +100,31 @@ RopeScalingConfig read_rope_scaling(const ConfigReader& r) {
   static const char* known[] = {"default", "linear", "dynamic", "yarn", "llama3", "longrope"};
   bool ok = false;
   for (const char* k : known) ok = ok || s.type == k;
-  if (!ok) r.invalid("rope_scaling", fmt::format("has unsupported type '{}'", s.type));
-  if (s.factor <= 0) r.invalid("rope_scaling", "factor must be positive");
+  if (!ok) r.invalid("rope_scaling", fmt::format("has unsupported type {}", json_excerpt(s.type)));
+  rr.require_finite("factor", s.factor, 0.0, 1e6);
+  const std::pair<const char*, double> finite_fields[] = {
+      {"beta_fast", s.beta_fast}, {"beta_slow", s.beta_slow}, {"mscale", s.mscale},
+      {"mscale_all_dim", s.mscale_all_dim}, {"low_freq_factor", s.low_freq_factor},
+      {"high_freq_factor", s.high_freq_factor}};
+  for (const auto& [key, value] : finite_fields)
+    if (!std::isfinite(value)) rr.invalid(key, fmt::format("must be finite, got {}", value));
   return s;
 }
 
 }  // namespace
 
 void read_decoder_fields(const ConfigReader& r, ModelConfig& cfg) {
+  namespace lim = config_limits;
   cfg.vocab_size = r.get_int("vocab_size");
   cfg.hidden_size = r.get_int("hidden_size");
   cfg.num_layers = r.get_int("num_hidden_layers");
   cfg.num_heads = r.get_int("num_attention_heads");
+  r.require_range("vocab_size", cfg.vocab_size, 1, lim::kMaxVocab);
+  r.require_range("hidden_size", cfg.hidden_size, 1, lim::kMaxHidden);
+  r.require_range("num_hidden_layers", cfg.num_layers, 1, lim::kMaxLayers);
+  r.require_range("num_attention_heads", cfg.num_heads, 1, lim::kMaxHeads);
   cfg.num_kv_heads = r.get_int("num_key_value_heads", cfg.num_heads);
-  r.require_positive("vocab_size", cfg.vocab_size);
-  r.require_positive("hidden_size", cfg.hidden_size);
-  r.require_positive("num_hidden_layers", cfg.num_layers);
-  r.require_positive("num_attention_heads", cfg.num_heads);
-  r.require_positive("num_key_value_heads", cfg.num_kv_heads);
+  r.require_range("num_key_value_heads", cfg.num_kv_heads, 1, cfg.num_heads);
   if (cfg.num_heads % cfg.num_kv_heads != 0)
     r.invalid("num_key_value_heads",
               fmt::format("({}) must divide num_attention_heads ({})", cfg.num_kv_heads, cfg.num_heads));
@@ -109,17 +135,32 @@ void read_decoder_fields(const ConfigReader& r, ModelConfig& cfg) {
       r.invalid("head_dim", "is missing and hidden_size is not divisible by num_attention_heads");
     cfg.head_dim = cfg.hidden_size / cfg.num_heads;
   }
-  r.require_positive("head_dim", cfg.head_dim);
+  r.require_range("head_dim", cfg.head_dim, 2, lim::kMaxHeadDim);
   if (cfg.head_dim % 2 != 0) r.invalid("head_dim", fmt::format("must be even for RoPE, got {}", cfg.head_dim));
   cfg.attention_bias = r.get_bool("attention_bias", false);
   cfg.rms_norm_eps = r.get_double("rms_norm_eps", 1e-6);
-  if (!(cfg.rms_norm_eps > 0)) r.invalid("rms_norm_eps", "must be positive");
+  r.require_finite("rms_norm_eps", cfg.rms_norm_eps, 0.0, 1.0);
   cfg.rope_theta = r.get_double("rope_theta", 10000.0);
-  if (!(cfg.rope_theta > 0)) r.invalid("rope_theta", "must be positive");
+  r.require_finite("rope_theta", cfg.rope_theta, 0.0, 1e15);
   if (r.has("rope_scaling")) cfg.rope_scaling = read_rope_scaling(r);
   cfg.max_position_embeddings = r.get_int("max_position_embeddings", 2048);
-  r.require_positive("max_position_embeddings", cfg.max_position_embeddings);
+  r.require_range("max_position_embeddings", cfg.max_position_embeddings, 1, lim::kMaxPositions);
   cfg.tie_word_embeddings = r.get_bool("tie_word_embeddings", false);
+}
+
+void check_config_products(const ConfigReader& r, const ModelConfig& cfg) {
+  namespace lim = config_limits;
+  // Each factor is already range-checked, so these products cannot overflow;
+  // checked_mul keeps that true if a limit is ever raised.
+  const auto width = static_cast<int64_t>(checked_mul(static_cast<uint64_t>(cfg.num_heads),
+                                                      static_cast<uint64_t>(cfg.head_dim), "attention width"));
+  if (width > lim::kMaxAttentionWidth)
+    r.invalid("head_dim", fmt::format("x num_attention_heads = {} exceeds the limit {}", width, lim::kMaxAttentionWidth));
+  const auto records = static_cast<int64_t>(checked_mul(static_cast<uint64_t>(cfg.num_moe_layers()),
+                                                        static_cast<uint64_t>(cfg.num_experts), "expert records"));
+  if (records > lim::kMaxExpertRecords)
+    r.invalid("num_experts", fmt::format("({}) x MoE layers ({}) = {} expert records exceeds the limit {}",
+                                         cfg.num_experts, cfg.num_moe_layers(), records, lim::kMaxExpertRecords));
 }
 
 }  // namespace tern

@@ -30,6 +30,10 @@ class ConfigReader {
   // Throws "<source>: field 'key' <message>".
   [[noreturn]] void invalid(const std::string& key, const std::string& message) const;
   void require_positive(const std::string& key, int64_t value) const;
+  // Throws unless lo <= value <= hi ("must be in [lo, hi], got value").
+  void require_range(const std::string& key, int64_t value, int64_t lo, int64_t hi) const;
+  // Throws unless value is finite and lo < value <= hi.
+  void require_finite(const std::string& key, double value, double lo_exclusive, double hi) const;
 
  private:
   const nlohmann::json& json_;
@@ -42,5 +46,10 @@ class ConfigReader {
 // rope_theta, rope_scaling, max_position_embeddings, vocab_size,
 // tie_word_embeddings, attention_bias) and validates them.
 void read_decoder_fields(const ConfigReader& r, ModelConfig& cfg);
+
+// Checks the products of fields that size tensors and loops (attention
+// width, MoE layers x experts) against config_limits, for every
+// architecture; parse_model_config calls it after the architecture's parse.
+void check_config_products(const ConfigReader& r, const ModelConfig& cfg);
 
 }  // namespace tern

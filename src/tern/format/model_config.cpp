@@ -4,6 +4,7 @@
 
 #include "tern/core/error.h"
 #include "tern/core/file.h"
+#include "tern/core/json.h"
 #include "tern/format/architectures.h"
 
 namespace tern {
@@ -34,19 +35,14 @@ ModelConfig parse_model_config(const json& config, const std::string& source) {
   cfg.raw = config;
   ConfigReader reader(config, source, model_type);
   arch.parse(reader, cfg);
+  check_config_products(reader, cfg);
   return cfg;
 }
 
 ModelConfig load_model_config(const std::filesystem::path& path) {
   auto file = std::filesystem::is_directory(path) ? path / "config.json" : path;
   if (!std::filesystem::exists(file)) fail("{}: not found (a model directory needs config.json)", file.string());
-  json config;
-  try {
-    config = json::parse(read_text_file(file));
-  } catch (const json::parse_error& e) {
-    fail("{}: invalid JSON: {}", file.string(), e.what());
-  }
-  return parse_model_config(config, file.string());
+  return parse_model_config(parse_json(read_text_file(file), file.string()), file.string());
 }
 
 }  // namespace tern

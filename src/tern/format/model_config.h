@@ -24,6 +24,24 @@ struct RopeScalingConfig {
   double low_freq_factor = 1.0, high_freq_factor = 4.0;    // llama3
 };
 
+// Sane ranges for config.json values. A model directory is untrusted input:
+// every count and dimension is checked against these before anything is
+// sized or looped over from it, so no value can make Tern allocate or loop
+// without bound. Each bound is well above the largest released model
+// (noted), so real checkpoints never meet them.
+namespace config_limits {
+inline constexpr int64_t kMaxVocab = int64_t{1} << 22;        // 4 Mi ids; Gemma 3: 262,144
+inline constexpr int64_t kMaxHidden = int64_t{1} << 16;       // 65,536; Llama 3.1 405B: 16,384
+inline constexpr int64_t kMaxLayers = 1024;                   // Llama 3.1 405B: 126
+inline constexpr int64_t kMaxHeads = 1024;                    // DeepSeek-V3: 128
+inline constexpr int64_t kMaxHeadDim = 1024;                  // Gemma 2: 256
+inline constexpr int64_t kMaxAttentionWidth = int64_t{1} << 17;  // heads x head_dim; 405B: 16,384
+inline constexpr int64_t kMaxFfn = int64_t{1} << 20;          // (moe_)intermediate_size; 405B: 53,248
+inline constexpr int64_t kMaxExperts = 8192;                  // Qwen3-Next: 512
+inline constexpr int64_t kMaxExpertRecords = int64_t{1} << 18;  // MoE layers x experts; Kimi K2: 23,040
+inline constexpr int64_t kMaxPositions = int64_t{1} << 24;    // 16 Mi; Llama 4 Scout: 10 Mi
+}  // namespace config_limits
+
 struct ModelConfig {
   std::string architecture;  // Hugging Face model_type, e.g. "qwen3_moe"
 

@@ -1,9 +1,15 @@
 #include "tern/format/tern_manifest.h"
 
+#include <algorithm>
+#include <limits>
+#include <map>
 #include <set>
 
 #include "tern/core/error.h"
 #include "tern/core/hash.h"
+#include "tern/core/json.h"
+#include "tern/format/architectures.h"
+#include "tern/format/safetensors.h"
 
 namespace tern {
 
@@ -85,7 +91,12 @@ struct Fields {
     if (!v.is_number_unsigned()) fail("{}: field '{}' must be a non-negative integer", where, key);
     return v.get<uint64_t>();
   }
-  int64_t i64(const char* key) const { return static_cast<int64_t>(u64(key)); }
+  int64_t i64(const char* key) const {
+    uint64_t v = u64(key);
+    if (v > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+      fail("{}: field '{}' is out of range ({})", where, key, v);
+    return static_cast<int64_t>(v);
+  }
   std::string str(const char* key) const {
     const json& v = at(key);
     if (!v.is_string()) fail("{}: field '{}' must be a string", where, key);
@@ -96,10 +107,18 @@ struct Fields {
     if (!v.is_array()) fail("{}: field '{}' must be a list", where, key);
     std::vector<int64_t> s;
     for (const auto& d : v) {
-      if (!d.is_number_unsigned()) fail("{}: field '{}' must be a list of sizes", where, key);
+      if (!d.is_number_unsigned() || d.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+        fail("{}: field '{}' must be a list of sizes, got {}", where, key, json_excerpt(v));
       s.push_back(d.get<int64_t>());
     }
     return s;
+  }
+  uint64_t hash(const char* key) const {
+    try {
+      return parse_hash_hex(str(key));
+    } catch (const Error& e) {
+      fail("{}: field '{}': {}", where, key, e.what());
+    }
   }
   TensorFormat format(const char* key) const {
     try {
@@ -109,6 +128,22 @@ struct Fields {
     }
   }
 };
+
+// Bytes of a tensor of this shape and format; errors name `where`.
+uint64_t tensor_bytes(TensorFormat format, const std::vector<int64_t>& shape, const std::string& where) {
+  try {
+    return format_bytes(format, shape);
+  } catch (const Error& e) {
+    fail("{}: shape {}: {}", where, json_excerpt(shape), e.what());
+  }
+}
+
+// A file of the container: a plain name inside the model directory.
+void check_file_name(const std::string& name, const std::string& where) {
+  if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos ||
+      name.find('\0') != std::string::npos)
+    fail("{}: invalid file name {} (must be a plain name inside the model directory)", where, json_excerpt(name));
+}
 
 // start + size inside [0, limit) without overflow.
 void check_range(uint64_t start, uint64_t size, uint64_t limit, const std::string& what) {
@@ -124,11 +159,12 @@ Manifest manifest_from_json(const json& j, const std::string& source) {
   if (!j.is_object()) fail("{}: not a JSON object", source);
   if (root.str("format") != "tern") fail("{}: not a Tern manifest (format != \"tern\")", source);
   Manifest m;
-  m.version = static_cast<int>(root.u64("version"));
-  if (m.version != kManifestVersion)
+  const uint64_t version = root.u64("version");
+  if (version != kManifestVersion)
     fail("{}: manifest version {} is not supported by this Tern (supports {}); reinstall the model",
-         source, m.version, kManifestVersion);
-  m.created_by = j.value("created_by", "");
+         source, version, kManifestVersion);
+  m.version = kManifestVersion;
+  if (j.contains("created_by") && j["created_by"].is_string()) m.created_by = j["created_by"].get<std::string>();
   m.architecture = root.str("architecture");
   m.config = root.at("config");
   m.source = j.value("source", json::object());
@@ -136,10 +172,12 @@ Manifest manifest_from_json(const json& j, const std::string& source) {
   const json& trunk = root.at("trunk");
   Fields tf{trunk, source + " trunk"};
   m.trunk_file = tf.str("file");
+  check_file_name(m.trunk_file, source + " trunk");
   m.trunk_size = tf.u64("size");
   std::set<std::string> names;
   for (const auto& e : tf.at("tensors")) {
-    std::string where = source + " trunk tensor " + (e.is_object() ? e.value("name", "?") : "?");
+    std::string where = source + " trunk tensor " +
+                        (e.is_object() && e.contains("name") && e["name"].is_string() ? e["name"].get<std::string>() : "?");
     Fields f{e, where};
     TrunkTensor t;
     t.name = f.str("name");
@@ -147,10 +185,10 @@ Manifest manifest_from_json(const json& j, const std::string& source) {
     t.shape = f.shape("shape");
     t.offset = f.u64("offset");
     t.size = f.u64("size");
-    t.checksum = parse_hash_hex(f.str("xxh3"));
+    t.checksum = f.hash("xxh3");
     if (!names.insert(t.name).second) fail("{}: duplicate trunk tensor", where);
     if (t.offset % kTrunkAlignment != 0) fail("{}: offset {} is not {}-byte aligned", where, t.offset, kTrunkAlignment);
-    if (format_bytes(t.format, t.shape) != t.size)
+    if (tensor_bytes(t.format, t.shape, where) != t.size)
       fail("{}: size {} does not match shape and format", where, t.size);
     check_range(t.offset, t.size, m.trunk_size, where);
     m.trunk.push_back(std::move(t));
@@ -159,10 +197,11 @@ Manifest manifest_from_json(const json& j, const std::string& source) {
   const json& experts = root.at("experts");
   Fields ef{experts, source + " experts"};
   m.experts_file = ef.str("file");
+  check_file_name(m.experts_file, source + " experts");
   m.experts_size = ef.u64("size");
   int64_t prev_layer = -1;
   for (const auto& e : ef.at("layers")) {
-    std::string where = source + " expert layer " + (e.is_object() && e.contains("layer") ? e["layer"].dump() : "?");
+    std::string where = source + " expert layer " + (e.is_object() && e.contains("layer") ? json_excerpt(e["layer"]) : "?");
     Fields f{e, where};
     ExpertLayer l;
     l.layer = f.i64("layer");
@@ -185,7 +224,7 @@ Manifest manifest_from_json(const json& j, const std::string& source) {
       sec.shape = sf.shape("shape");
       sec.offset = sf.u64("offset");
       sec.size = sf.u64("size");
-      if (format_bytes(sec.format, sec.shape) != sec.size)
+      if (tensor_bytes(sec.format, sec.shape, where + " section " + sec.name) != sec.size)
         fail("{} section {}: size {} does not match shape and format", where, sec.name, sec.size);
       if (sec.offset < section_end) fail("{} section {}: overlaps the previous section", where, sec.name);
       check_range(sec.offset, sec.size, l.record_size, where + " section " + sec.name);
@@ -197,21 +236,122 @@ Manifest manifest_from_json(const json& j, const std::string& source) {
       fail("{}: expected {} checksums", where, l.num_experts);
     for (const auto& c : sums) {
       if (!c.is_string()) fail("{}: checksums must be hex strings", where);
-      l.checksums.push_back(parse_hash_hex(c.get<std::string>()));
+      try {
+        l.checksums.push_back(parse_hash_hex(c.get<std::string>()));
+      } catch (const Error& e) {
+        fail("{}: {}", where, e.what());
+      }
     }
-    uint64_t span = checked_add(checked_mul(l.stride, static_cast<uint64_t>(l.num_experts - 1), "layer span"),
-                                l.record_size, "layer span");
+    // Whole strides: the expert store reads [offset, offset + stride) per expert.
+    uint64_t span;
+    if (__builtin_mul_overflow(l.stride, static_cast<uint64_t>(l.num_experts), &span))
+      fail("{}: stride {} x {} experts overflows", where, l.stride, l.num_experts);
     check_range(l.offset, span, m.experts_size, where);
     m.expert_layers.push_back(std::move(l));
   }
   for (const auto& e : root.at("files")) {
     Fields f{e, source + " file entry"};
-    ContainerFile cf{f.str("name"), f.u64("size"), parse_hash_hex(f.str("xxh3"))};
-    if (cf.name.find('/') != std::string::npos || cf.name.empty() || cf.name == "..")
-      fail("{}: invalid file name '{}'", source, cf.name);
+    ContainerFile cf{f.str("name"), f.u64("size"), f.hash("xxh3")};
+    check_file_name(cf.name, source + " file entry");
     m.files.push_back(std::move(cf));
   }
   return m;
+}
+
+namespace {
+
+// Formats the engine can use for a weight matrix (kernels) or a 1-D tensor
+// (converted to F32 at load).
+bool is_matrix_format(TensorFormat f) {
+  return f == TensorFormat::F32 || f == TensorFormat::F16 || f == TensorFormat::BF16 || is_block_format(f);
+}
+bool is_vector_format(TensorFormat f) {
+  return f == TensorFormat::F32 || f == TensorFormat::F16 || f == TensorFormat::BF16;
+}
+
+void check_role_format(TensorFormat f, const std::vector<int64_t>& shape, const std::string& what) {
+  const bool ok = shape.size() == 1 ? is_vector_format(f) : is_matrix_format(f);
+  if (!ok)
+    fail("{}: format {} cannot hold a {} (expected {})", what, format_name(f),
+         shape.size() == 1 ? "1-D tensor" : "weight matrix",
+         shape.size() == 1 ? "f32, f16 or bf16" : "f32, f16, bf16 or a block format");
+}
+
+}  // namespace
+
+void check_manifest_against_config(const Manifest& m, const ModelConfig& cfg, const std::string& source) {
+  if (m.architecture != cfg.architecture)
+    fail("{}: field 'architecture' is {} but the config's model_type is {}", source, json_excerpt(m.architecture),
+         json_excerpt(cfg.architecture));
+  const ArchSpec& arch = find_arch(cfg.architecture);
+  const std::vector<TensorDecl> decls = arch.tensors(cfg);
+  std::map<std::string, const TensorDecl*, std::less<>> trunk_decls;
+  std::map<std::pair<int64_t, std::string>, const TensorDecl*> section_decls;  // (layer, section) of expert 0
+  for (const TensorDecl& d : decls) {
+    if (!d.is_expert) trunk_decls.emplace(d.name, &d);
+    else if (d.expert == 0) section_decls.emplace(std::pair{d.layer, d.section}, &d);
+  }
+
+  // Trunk: exactly the declared tensors, with the declared shapes.
+  std::set<std::string_view> listed;
+  for (const TrunkTensor& t : m.trunk) {
+    const std::string what = fmt::format("{}: trunk tensor {}", source, json_excerpt(t.name));
+    auto it = trunk_decls.find(t.name);
+    if (it == trunk_decls.end()) fail("{} is not a tensor of {} with this config", what, cfg.architecture);
+    if (t.shape != it->second->shape)
+      fail("{} has shape {} but the manifest's config implies {} = {} (the config and the tensor table disagree)",
+           what, shape_str(t.shape), shape_str(it->second->shape), dim_fields_str(*it->second));
+    check_role_format(t.format, t.shape, what);
+    listed.insert(t.name);
+  }
+  for (const TensorDecl& d : decls)
+    if (!d.is_expert && !listed.count(d.name))
+      fail("{}: trunk tensor {} is missing (the config implies shape {})", source, json_excerpt(d.name),
+           shape_str(d.shape));
+  std::vector<const TrunkTensor*> by_offset;
+  for (const TrunkTensor& t : m.trunk) by_offset.push_back(&t);
+  std::sort(by_offset.begin(), by_offset.end(),
+            [](const TrunkTensor* a, const TrunkTensor* b) { return a->offset < b->offset; });
+  for (size_t i = 1; i < by_offset.size(); ++i)
+    if (by_offset[i]->offset < by_offset[i - 1]->offset + by_offset[i - 1]->size)
+      fail("{}: trunk tensors {} and {} overlap in {}", source, json_excerpt(by_offset[i - 1]->name),
+           json_excerpt(by_offset[i]->name), m.trunk_file);
+
+  // Experts: one layer per MoE layer of the config, records as declared.
+  uint64_t previous_end = 0;
+  for (const ExpertLayer& l : m.expert_layers) {
+    const std::string what = fmt::format("{}: expert layer {}", source, l.layer);
+    if (l.layer >= cfg.num_layers || !cfg.layer_is_moe(l.layer))
+      fail("{} is not a MoE layer of this config ({} layers)", what, cfg.num_layers);
+    if (l.num_experts != cfg.num_experts)
+      fail("{} has {} experts but the config says num_experts = {}", what, l.num_experts, cfg.num_experts);
+    if (l.sections.size() != arch.expert_sections.size())
+      fail("{} has {} sections, {} records have {} ({})", what, l.sections.size(), cfg.architecture,
+           arch.expert_sections.size(), fmt::join(arch.expert_sections, ", "));
+    uint64_t record = 0;
+    for (size_t i = 0; i < l.sections.size(); ++i) {
+      const ExpertSection& sec = l.sections[i];
+      const std::string& name = arch.expert_sections[i];
+      if (sec.name != name) fail("{} section {} is {}, expected '{}'", what, i, json_excerpt(sec.name), name);
+      auto it = section_decls.find({l.layer, name});
+      if (it == section_decls.end()) fail("{} section '{}' is not declared by {}", what, name, cfg.architecture);
+      if (sec.shape != it->second->shape)
+        fail("{} section '{}' has shape {} but the manifest's config implies {} = {} (the config and the expert "
+             "table disagree)",
+             what, name, shape_str(sec.shape), shape_str(it->second->shape), dim_fields_str(*it->second));
+      check_role_format(sec.format, sec.shape, what + " section '" + name + "'");
+      if (sec.offset != record) fail("{} section '{}' starts at {}, expected {} (back to back)", what, name, sec.offset, record);
+      record += sec.size;
+    }
+    if (l.record_size != record) fail("{}: record_size {} is not the sections' total {}", what, l.record_size, record);
+    if (l.stride != round_up(record, kExpertAlignment))
+      fail("{}: stride {} is not the record size {} rounded up to {}", what, l.stride, record, kExpertAlignment);
+    if (l.offset < previous_end) fail("{} overlaps the previous layer's records", what);
+    previous_end = l.offset + l.stride * static_cast<uint64_t>(l.num_experts);  // range-checked at parse
+  }
+  for (int64_t layer = 0; layer < cfg.num_layers; ++layer)
+    if (cfg.layer_is_moe(layer) && !m.find_expert_layer(layer))
+      fail("{}: layer {} is a MoE layer in the config but has no expert records", source, layer);
 }
 
 }  // namespace tern

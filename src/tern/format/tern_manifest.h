@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tern/core/tensor_format.h"
+#include "tern/format/model_config.h"
 
 namespace tern {
 
@@ -83,5 +84,15 @@ nlohmann::json manifest_to_json(const Manifest& m);
 // Validates structure and that every range is aligned and inside its file's
 // declared size; throws tern::Error naming `source` and the entry.
 Manifest manifest_from_json(const nlohmann::json& j, const std::string& source);
+
+// Checks that a manifest and its parsed config agree, using the
+// architecture's tensor declarations: every trunk tensor the config implies
+// is listed once with that shape (and no other), in a format the engine
+// reads for its role; the expert layers are exactly the config's MoE layers,
+// with num_experts records of the declared sections back to back, the
+// record size their sum and the stride that rounded to 4 KiB; trunk tensors
+// and expert layers do not overlap. After this, buffers may be sized from
+// either. Throws tern::Error naming `source` and the tensor or layer.
+void check_manifest_against_config(const Manifest& m, const ModelConfig& cfg, const std::string& source);
 
 }  // namespace tern

@@ -5,6 +5,7 @@
 
 #include "tern/core/error.h"
 #include "tern/core/hash.h"
+#include "tern/core/json.h"
 
 namespace tern {
 
@@ -24,14 +25,11 @@ TernModel TernModel::open(const fs::path& dir) {
     fail("{}: no manifest.json, so this is not a complete .tern model (an interrupted install? "
          "run `tern install` again)",
          dir.string());
-  json j;
-  try {
-    j = json::parse(read_text_file(manifest_path));
-  } catch (const json::parse_error& e) {
-    fail("{}: invalid JSON: {}", manifest_path.string(), e.what());
-  }
-  m.manifest_ = manifest_from_json(j, manifest_path.string());
-  m.config_ = parse_model_config(m.manifest_.config, manifest_path.string() + " config");
+  const std::string source = manifest_path.string();
+  m.manifest_ = manifest_from_json(parse_json(read_text_file(manifest_path), source), source);
+  m.config_ = parse_model_config(m.manifest_.config, source + " config");
+  // Before anything is sized from either: the config and the tensor table agree.
+  check_manifest_against_config(m.manifest_, m.config_, source);
   m.trunk_ = File::open_read(dir / m.manifest_.trunk_file);
   m.experts_ = File::open_read(dir / m.manifest_.experts_file);
   if (m.trunk_.size() != m.manifest_.trunk_size)
@@ -40,15 +38,6 @@ TernModel TernModel::open(const fs::path& dir) {
   if (m.experts_.size() != m.manifest_.experts_size)
     fail("{}: size is {} bytes but the manifest says {} (truncated or replaced?)", m.experts_.path(),
          m.experts_.size(), m.manifest_.experts_size);
-  for (int64_t l = 0; l < m.config_.num_layers; ++l) {
-    const ExpertLayer* el = m.manifest_.find_expert_layer(l);
-    if (m.config_.layer_is_moe(l) != (el != nullptr))
-      fail("{}: layer {} {} experts in the manifest but the config says it is {}",
-           manifest_path.string(), l, el ? "has" : "has no", m.config_.layer_is_moe(l) ? "MoE" : "dense");
-    if (el && el->num_experts != m.config_.num_experts)
-      fail("{}: layer {} lists {} experts, config says {}", manifest_path.string(), l,
-           el->num_experts, m.config_.num_experts);
-  }
   return m;
 }
 

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tern/core/error.h"
+#include "tern/core/json.h"
 #include "tern/tokenizer/byte_level.h"
 
 namespace tern {
@@ -65,8 +66,9 @@ BpeModel BpeModel::from_json(const nlohmann::json& model) {
   if (!vocab.is_object()) fail("tokenizer model vocab must be an object");
   bpe.vocab_.reserve(vocab.size());
   for (const auto& [token, id] : vocab.items()) {
-    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX)
-      fail("tokenizer vocab entry \"{}\" has an invalid id {}", token, id.dump());
+    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= kMaxTokenId)
+      fail("tokenizer vocab entry {} has an invalid id {} (ids must be integers in [0, {}))", json_excerpt(token),
+           json_excerpt(id), kMaxTokenId);
     bpe.vocab_.emplace(token, id.get<int32_t>());
   }
   bpe.byte_ids_.fill(-1);
@@ -104,7 +106,7 @@ BpeModel BpeModel::from_json(const nlohmann::json& model) {
       left = m[0].get_ref<const std::string&>();
       right = m[1].get_ref<const std::string&>();
     } else {
-      fail("tokenizer merge {} must be \"a b\" or [\"a\", \"b\"], got {}", rank, m.dump());
+      fail("tokenizer merge {} must be \"a b\" or [\"a\", \"b\"], got {}", rank, json_excerpt(m));
     }
     int32_t a = lookup(left, rank), b = lookup(right, rank);
     merged.assign(left).append(right);

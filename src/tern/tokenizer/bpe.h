@@ -16,6 +16,11 @@
 
 namespace tern {
 
+// Token ids a tokenizer.json may use: [0, kMaxTokenId). Far above any
+// released vocabulary (Gemma 3: 262,144), so a corrupt id is refused rather
+// than sizing the id table from it.
+inline constexpr int32_t kMaxTokenId = 1 << 22;
+
 // Hashes std::string and std::string_view alike, so lookups by view do not
 // build a temporary string (C++20 heterogeneous lookup).
 struct StringHash {

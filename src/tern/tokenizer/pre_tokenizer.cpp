@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "tern/core/error.h"
+#include "tern/core/json.h"
 
 namespace tern {
 
@@ -106,7 +107,7 @@ void PreTokenizer::add_steps(const nlohmann::json& config) {
       regexes_.push_back(
           std::make_unique<Regex>(pattern.at("String").get<std::string>(), /*literal=*/true));
     } else {
-      fail("tokenizer Split pattern must have \"Regex\" or \"String\", got {}", pattern.dump());
+      fail("tokenizer Split pattern must have \"Regex\" or \"String\", got {}", json_excerpt(pattern));
     }
     step.regex = regexes_.back().get();
     step.behavior = parse_behavior(config.value("behavior", std::string("Isolated")));

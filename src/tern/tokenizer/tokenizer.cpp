@@ -5,12 +5,22 @@
 
 #include "tern/core/error.h"
 #include "tern/core/file.h"
+#include "tern/core/json.h"
 #include "tern/tokenizer/byte_level.h"
 #include "tern/tokenizer/utf8.h"
 
 namespace tern {
 
 namespace {
+// A token id from JSON: an integer in [0, kMaxTokenId), else tern::Error.
+int32_t token_id_value(const nlohmann::json& v, std::string_view what) {
+  const bool ok = v.is_number_unsigned() ? v.get<uint64_t>() < static_cast<uint64_t>(kMaxTokenId)
+                                         : v.is_number_integer() && v.get<int64_t>() >= 0 && v.get<int64_t>() < kMaxTokenId;
+  if (!ok)
+    fail("{} has an invalid id {} (ids must be integers in [0, {}))", what, json_excerpt(v), kMaxTokenId);
+  return static_cast<int32_t>(v.get<uint64_t>());
+}
+
 std::string type_of(const nlohmann::json& config) {
   return config.is_object() ? config.value("type", std::string()) : std::string();
 }
@@ -50,7 +60,8 @@ int32_t parse_post_processor(const nlohmann::json& config) {
       fail("post_processor template uses \"{}\", missing from its special_tokens", name);
     const auto& ids = specials[name].at("ids");
     if (ids.size() != 1) fail("post_processor special token \"{}\" must map to one id", name);
-    return ids[0].get<int32_t>();
+    if (!ids.is_array()) fail("post_processor special token \"{}\" must map to a list of ids", name);
+    return token_id_value(ids[0], "post_processor special token");
   }
   fail(
       "unsupported tokenizer post_processor type \"{}\" (supported: ByteLevel, TemplateProcessing, "
@@ -63,8 +74,7 @@ std::vector<AddedToken> parse_added_tokens(const nlohmann::json& list) {
   if (list.is_null()) return out;
   for (const auto& t : list) {
     AddedToken a;
-    a.id = t.at("id").get<int32_t>();
-    if (a.id < 0) fail("added token has a negative id {}", a.id);
+    a.id = token_id_value(t.at("id"), "added token");
     a.content = t.at("content").get<std::string>();
     a.special = t.value("special", false);
     a.lstrip = t.value("lstrip", false);
@@ -82,12 +92,7 @@ Tokenizer Tokenizer::load(const std::filesystem::path& tokenizer_json) {
 }
 
 Tokenizer Tokenizer::from_json_text(std::string_view json_text, std::string_view origin) {
-  nlohmann::json root;
-  try {
-    root = nlohmann::json::parse(json_text);
-  } catch (const nlohmann::json::exception& e) {
-    fail("{}: not valid JSON: {}", origin, e.what());
-  }
+  nlohmann::json root = parse_json(json_text, origin);
   Tokenizer tok;
   try {
     if (!root.is_object() || !root.contains("model"))
@@ -109,6 +114,11 @@ Tokenizer Tokenizer::from_json_text(std::string_view json_text, std::string_view
   int32_t max_id = -1;
   for (const auto& [s, id] : tok.model_.vocab()) max_id = std::max(max_id, id);
   for (const AddedToken& a : tok.added_tokens_) max_id = std::max(max_id, a.id);
+  // The id table is sized by the largest id: ids may leave gaps, but a table
+  // mostly empty is a corrupt id, not a vocabulary.
+  const size_t count = tok.model_.vocab().size() + tok.added_tokens_.size();
+  if (static_cast<size_t>(max_id) + 1 > 2 * count + 4096)
+    fail("{}: token id {} is far beyond the {} tokens defined (ids must be nearly contiguous)", origin, max_id, count);
   tok.tokens_.resize(static_cast<size_t>(max_id) + 1);
   for (const auto& [s, id] : tok.model_.vocab()) {
     TokenInfo& info = tok.tokens_[id];
