@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "tern/core/aligned_buffer.h"
-#include "tern/kernels/kernel_path.h"
+#include "tern/core/kernel_path.h"
 #include "tern/kernels/matvec.h"
 #include "tern/kernels/quant_kernels.h"
 #include "tern/quant/quantize.h"

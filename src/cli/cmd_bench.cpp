@@ -6,7 +6,7 @@
 #include "tern/bench/memory_bandwidth.h"
 #include "tern/core/error.h"
 #include "tern/core/thread_pool.h"
-#include "tern/kernels/kernel_path.h"
+#include "tern/core/kernel_path.h"
 
 namespace tern::cli {
 

@@ -17,6 +17,8 @@ void add_install_command(CLI::App& app) {
   cmd->add_option("-o,--output", opt->output, "Output .tern directory")->required();
   cmd->add_flag("--force", opt->force, "Replace the output if it exists");
   cmd->add_flag("-q,--quiet", opt->quiet, "No progress output");
+  cmd->add_option("--threads", opt->threads, "Threads converting and quantizing (default: every core)")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--expert-quant,--expert-format", *expert_fmt,
                   "Store routed experts as q4_k|q4_0|q8_0|q6_k|mxfp4|bf16|f16|f32|source (default: q4_k; tensors whose rows do "
                   "not fit 256-blocks fall back to q4_0)");

@@ -6,29 +6,6 @@ import tempfile
 import unittest
 
 TERN = os.environ.get("TERN_BINARY", "tern")
-
-# What each forced kernel path needs (src/tern/kernels/kernel_path.cpp).
-_PATH_FLAGS = {"portable": set(), "avx2": {"avx2", "fma", "f16c"},
-               "avx512": {"avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512_vnni"}}
-
-
-def _skip_unsupported_kernel_path():
-    """A test run with TERN_KERNELS=<path> on a CPU without that path is skipped, not failed."""
-    want = os.environ.get("TERN_KERNELS", "")
-    if want not in _PATH_FLAGS or not _PATH_FLAGS[want]:
-        return
-    try:
-        with open("/proc/cpuinfo") as f:
-            flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
-    except OSError:
-        return
-    missing = _PATH_FLAGS[want] - set(flags)
-    if missing:
-        print(f"SKIPPED: TERN_KERNELS={want} but this CPU lacks {' '.join(sorted(missing))}", flush=True)
-        raise SystemExit(0)
-
-
-_skip_unsupported_kernel_path()
 SOURCE_DIR = os.environ.get("TERN_SOURCE_DIR", os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
 
 

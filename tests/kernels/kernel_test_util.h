@@ -10,7 +10,7 @@
 
 #include "tern/core/dtype.h"
 #include "tern/core/tensor_format.h"
-#include "tern/kernels/kernel_path.h"
+#include "tern/core/kernel_path.h"
 #include "tern/kernels/weight_view.h"
 
 namespace tern::testing {

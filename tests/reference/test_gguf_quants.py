@@ -8,6 +8,7 @@ Standalone:
 
     cd tests/reference && TERN_BINARY=../../build/release/bin/tern /usr/bin/python3 -m unittest -v test_gguf_quants
 """
+# tern-test: every-kernel-path
 
 import os
 import shutil

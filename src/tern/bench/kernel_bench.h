@@ -15,7 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tern/core/tensor_format.h"
-#include "tern/kernels/kernel_path.h"
+#include "tern/core/kernel_path.h"
 
 namespace tern {
 

@@ -117,11 +117,19 @@ void File::drop_cache(uint64_t offset, uint64_t length) const {
                                 POSIX_FADV_DONTNEED);
 }
 
+void File::will_need(uint64_t offset, uint64_t length) const {
+  if (fd_ >= 0) ::posix_fadvise(fd_, static_cast<off_t>(offset), static_cast<off_t>(length), POSIX_FADV_WILLNEED);
+}
+
 void File::flush_and_drop(uint64_t offset, uint64_t length) {
   if (fd_ < 0) return;
   ::sync_file_range(fd_, static_cast<off_t>(offset), static_cast<off_t>(length),
                     SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER);
   drop_cache(offset, length);
+}
+
+void File::start_writeback(uint64_t offset, uint64_t length) {
+  if (fd_ >= 0) ::sync_file_range(fd_, static_cast<off_t>(offset), static_cast<off_t>(length), SYNC_FILE_RANGE_WRITE);
 }
 
 void File::close() {

@@ -36,11 +36,15 @@ class File {
   void write_all(const void* src, size_t n);
   void truncate(uint64_t size);
   void sync();
+  // Asks the kernel to start reading these bytes into the page cache now.
+  void will_need(uint64_t offset, uint64_t length) const;
   // Tells the kernel these bytes will not be needed again (keeps page cache honest).
   void drop_cache(uint64_t offset, uint64_t length) const;
   // Writes back a just-written range and drops it from the page cache, so a
   // long write does not fill memory with dirty pages.
   void flush_and_drop(uint64_t offset, uint64_t length);
+  // Starts writeback of a just-written range without waiting for it.
+  void start_writeback(uint64_t offset, uint64_t length);
   void close();
 
  private:

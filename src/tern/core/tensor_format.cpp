@@ -111,6 +111,29 @@ void convert_elements(const void* src, TensorFormat from, void* dst, TensorForma
     return;
   }
   if (!can_convert(from, to)) fail("cannot convert {} to {}", format_name(from), format_name(to));
+  // The conversions install runs on every weight, as loops the compiler
+  // vectorises (same results as bf16_to_f32 / f32_to_bf16).
+  if (from == TensorFormat::BF16 && to == TensorFormat::F32) {
+    const auto* in = static_cast<const uint16_t*>(src);
+    auto* out = static_cast<unsigned char*>(dst);
+    for (size_t i = 0; i < n; ++i) {
+      const uint32_t bits = static_cast<uint32_t>(in[i]) << 16;
+      std::memcpy(out + 4 * i, &bits, 4);
+    }
+    return;
+  }
+  if (from == TensorFormat::F32 && to == TensorFormat::BF16) {
+    const auto* in = static_cast<const unsigned char*>(src);
+    auto* out = static_cast<uint16_t*>(dst);
+    for (size_t i = 0; i < n; ++i) {
+      uint32_t bits;
+      std::memcpy(&bits, in + 4 * i, 4);
+      const uint32_t nan = static_cast<uint32_t>((bits & 0x7fffffffu) > 0x7f800000u);
+      const uint32_t rounded = (bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16;
+      out[i] = static_cast<uint16_t>(nan ? ((bits >> 16) | 0x40u) : rounded);
+    }
+    return;
+  }
   for (size_t i = 0; i < n; ++i) {
     float v = load_float(src, from, i);
     switch (to) {

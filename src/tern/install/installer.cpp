@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
+#include <memory>
+#include <thread>
 #include <vector>
 
 #include "tern/core/error.h"
@@ -12,8 +14,10 @@
 #include "tern/core/hash.h"
 #include "tern/core/log.h"
 #include "tern/core/progress.h"
+#include "tern/core/thread_pool.h"
 #include "tern/format/architectures.h"
 #include "tern/format/safetensors.h"
+#include "tern/install/install_pipeline.h"
 #include "tern/quant/quantize.h"
 
 namespace tern {
@@ -28,8 +32,10 @@ constexpr const char* kCopiedFiles[] = {
     "config.json",        "generation_config.json", "tokenizer.json",     "tokenizer_config.json",
     "special_tokens_map.json", "chat_template.jinja", "chat_template.json"};
 
-constexpr uint64_t kChunkBytes = 8ull << 20;
-constexpr uint64_t kFlushBytes = 64ull << 20;
+// Trunk tensors are converted in jobs of at most this many source bytes.
+constexpr uint64_t kChunkBytes = 32ull << 20;
+// A thread takes at least this many source bytes of rows at a time.
+constexpr uint64_t kMinBytesPerThread = 256ull << 10;
 
 // Removes the temporary directory unless the install committed.
 struct TempDirGuard {
@@ -43,28 +49,6 @@ struct TempDirGuard {
   }
 };
 
-// Sequential writer over a File that periodically flushes and drops pages.
-class OutputStream {
- public:
-  explicit OutputStream(File& file) : file_(file) {}
-  void pwrite(const void* data, uint64_t n, uint64_t offset) {
-    file_.pwrite_all(data, n, offset);
-    pending_ += n;
-    end_ = std::max(end_, offset + n);
-    if (pending_ >= kFlushBytes) flush();
-  }
-  void flush() {
-    file_.flush_and_drop(0, end_);
-    pending_ = 0;
-  }
-  uint64_t end() const { return end_; }
-
- private:
-  File& file_;
-  uint64_t pending_ = 0;
-  uint64_t end_ = 0;
-};
-
 bool keeps_full_precision(const TensorDecl& d) {
   return d.shape.size() < 2 || d.init == WeightInit::Router;
 }
@@ -76,28 +60,29 @@ struct Planned {
   TensorFormat to;
 };
 
-// Reads `n` elements (whole rows of `row` elements) of a source tensor
-// starting at element `first` and writes them in the target format to dst.
-void read_converted(const SafetensorsCheckpoint& ck, const Planned& p, uint64_t first, uint64_t n,
-                    std::vector<char>& scratch, std::vector<float>& rows_f32, void* dst) {
-  const uint64_t es = dtype_size(p.src->dtype);
-  if (p.from == p.to) {
-    ck.read(*p.src, dst, first * es, n * es);
-  } else {
-    scratch.resize(n * es);
-    ck.read(*p.src, scratch.data(), first * es, n * es);
-    if (!is_quantized(p.to)) {
-      convert_elements(scratch.data(), p.from, dst, p.to, n);
+// Converts `rows` rows of `row` elements from `from` (source bytes, back to
+// back) into `to`, splitting the rows across the pool's threads.
+void convert_rows(const uint8_t* in, TensorFormat from, uint8_t* out, TensorFormat to, int64_t rows, int64_t row,
+                  ThreadPool& pool) {
+  const auto in_row = static_cast<uint64_t>(format_bytes(from, {row}));
+  const auto out_row = static_cast<uint64_t>(format_bytes(to, {row}));
+  const auto min_rows = static_cast<int64_t>(std::max<uint64_t>(1, kMinBytesPerThread / std::max<uint64_t>(1, in_row)));
+  pool.parallel_for(rows, min_rows, [&](int64_t begin, int64_t end) {
+    const uint8_t* src = in + static_cast<uint64_t>(begin) * in_row;
+    uint8_t* dst = out + static_cast<uint64_t>(begin) * out_row;
+    if (from == to) {
+      std::memcpy(dst, src, static_cast<uint64_t>(end - begin) * in_row);
+    } else if (!is_quantized(to)) {
+      convert_elements(src, from, dst, to, static_cast<uint64_t>((end - begin) * row));
     } else {
-      const auto row = static_cast<int64_t>(p.decl->shape.back());
-      rows_f32.resize(n);
-      convert_elements(scratch.data(), p.from, rows_f32.data(), TensorFormat::F32, n);
-      const int64_t rb = row_bytes(p.to, row);
-      for (uint64_t r = 0; r < n / static_cast<uint64_t>(row); ++r)
-        quantize_row(p.to, rows_f32.data() + r * static_cast<uint64_t>(row), static_cast<char*>(dst) + static_cast<int64_t>(r) * rb, row);
+      thread_local std::vector<float> f32;
+      f32.resize(static_cast<size_t>(row));
+      for (int64_t r = begin; r < end; ++r, src += in_row, dst += out_row) {
+        convert_elements(src, from, f32.data(), TensorFormat::F32, static_cast<uint64_t>(row));
+        quantize_row(to, f32.data(), dst, row);
+      }
     }
-  }
-  ck.shard(p.src->file_index).file().drop_cache(p.src->offset + first * es, n * es);
+  });
 }
 
 // The format a tensor is stored in, given the request.
@@ -181,95 +166,149 @@ InstallResult install_model(const InstallOptions& opt) {
   m.architecture = cfg.architecture;
   m.config = cfg.raw;
   Progress progress("install", total_bytes, opt.quiet);
-  std::vector<char> buf, scratch;
-  std::vector<float> rows_f32;
+  File trunk_out = File::create(guard.path / m.trunk_file);
+  File experts_out = File::create(guard.path / m.experts_file);
 
-  // trunk.bin: trunk tensors in declaration order, 64-byte aligned.
-  {
-    File out = File::create(guard.path / m.trunk_file);
-    OutputStream stream(out);
-    uint64_t offset = 0;
-    for (const auto& p : plan) {
-      if (p.decl->is_expert) continue;
-      TrunkTensor tt{p.decl->name, p.to, p.decl->shape, round_up(offset, kTrunkAlignment), 0, 0};
-      tt.size = format_bytes(p.to, p.decl->shape);
-      const uint64_t numel = p.src->numel();
-      const uint64_t row = p.decl->shape.empty() ? 1 : static_cast<uint64_t>(p.decl->shape.back());
-      const uint64_t rows_per_chunk = std::max<uint64_t>(1, kChunkBytes / (row * 4));
-      Hasher h;
-      uint64_t out_off = tt.offset;
-      for (uint64_t first = 0; first < numel; first += rows_per_chunk * row) {
-        uint64_t n = std::min(rows_per_chunk * row, numel - first);
-        buf.resize(format_bytes(p.to, {static_cast<int64_t>(n)}));
-        read_converted(ck, p, first, n, scratch, rows_f32, buf.data());
-        h.update(buf.data(), buf.size());
-        stream.pwrite(buf.data(), buf.size(), out_off);
-        out_off += buf.size();
-        progress.add(n * dtype_size(p.src->dtype));
-      }
-      tt.checksum = h.digest();
-      offset = tt.offset + tt.size;
-      m.trunk.push_back(std::move(tt));
+  // The jobs: trunk tensors in chunks of whole rows, experts one record
+  // each. Offsets in the output are fixed here, so jobs may run in any order;
+  // they run in the order of their first source byte.
+  std::vector<InstallJob> jobs;
+  std::vector<std::pair<uint32_t, uint64_t>> source_order;
+  auto source_range = [&](const Planned& p, uint64_t first, uint64_t bytes) {
+    return SourceRange{&ck.shard(p.src->file_index).file(), p.src->offset + first, bytes};
+  };
+
+  // trunk.bin: trunk tensors in declaration order, 64-byte aligned; each
+  // tensor's checksum runs over its chunks in order (finish runs in job order
+  // and a tensor's chunks are adjacent in the source).
+  std::vector<std::unique_ptr<Hasher>> hashers;
+  uint64_t offset = 0;
+  for (const auto& p : plan) {
+    if (p.decl->is_expert) continue;
+    TrunkTensor tt{p.decl->name, p.to, p.decl->shape, round_up(offset, kTrunkAlignment), 0, 0};
+    tt.size = format_bytes(p.to, p.decl->shape);
+    offset = tt.offset + tt.size;
+    const size_t index = m.trunk.size();
+    m.trunk.push_back(tt);
+    hashers.push_back(std::make_unique<Hasher>());
+    const int64_t row = p.decl->shape.empty() ? 1 : p.decl->shape.back();
+    const auto rows = static_cast<int64_t>(p.src->numel() / static_cast<uint64_t>(row));
+    const uint64_t in_row = p.src->nbytes / static_cast<uint64_t>(std::max<int64_t>(1, rows));
+    const uint64_t out_row = static_cast<uint64_t>(format_bytes(p.to, {row}));
+    const auto rows_per_job = static_cast<int64_t>(std::max<uint64_t>(1, kChunkBytes / std::max<uint64_t>(1, in_row)));
+    const int64_t chunks = std::max<int64_t>(1, (rows + rows_per_job - 1) / rows_per_job);
+    for (int64_t c = 0; c < chunks; ++c) {
+      const int64_t first = c * rows_per_job;
+      const int64_t n = std::min(rows_per_job, rows - first);
+      const bool last = c + 1 == chunks;
+      InstallJob job;
+      job.inputs.push_back(source_range(p, static_cast<uint64_t>(first) * in_row, static_cast<uint64_t>(n) * in_row));
+      job.output_bytes = static_cast<uint64_t>(n) * out_row;
+      job.convert = [&p, n, row](const uint8_t* in, uint8_t* out, ThreadPool& tp) {
+        convert_rows(in, p.from, out, p.to, n, row, tp);
+      };
+      job.finish = [&m, &hashers, index, last, bytes = job.output_bytes](const uint8_t* out) {
+        hashers[index]->update(out, bytes);
+        if (last) m.trunk[index].checksum = hashers[index]->digest();
+      };
+      job.output = &trunk_out;
+      job.output_offset = tt.offset + static_cast<uint64_t>(first) * out_row;
+      job.progress_bytes = static_cast<uint64_t>(n) * in_row;
+      source_order.push_back({p.src->file_index, job.inputs[0].offset});
+      jobs.push_back(std::move(job));
     }
-    m.trunk_size = round_up(offset, kTrunkAlignment);
-    out.truncate(m.trunk_size);
-    stream.flush();
-    out.sync();
   }
+  m.trunk_size = round_up(offset, kTrunkAlignment);
 
   // experts.bin: per MoE layer a fixed-stride array of 4 KiB aligned records.
-  {
-    File out = File::create(guard.path / m.experts_file);
-    OutputStream stream(out);
-    std::map<std::pair<int64_t, int64_t>, std::vector<const Planned*>> by_expert;
-    for (const auto& p : plan)
-      if (p.decl->is_expert) by_expert[{p.decl->layer, p.decl->expert}].push_back(&p);
-    uint64_t offset = 0;
-    for (int64_t l = 0; l < cfg.num_layers; ++l) {
-      if (!cfg.layer_is_moe(l)) continue;
-      ExpertLayer layer;
-      layer.layer = l;
-      layer.num_experts = cfg.num_experts;
-      layer.offset = round_up(offset, kExpertAlignment);
-      for (int64_t e = 0; e < cfg.num_experts; ++e) {
-        const auto& parts = by_expert[{l, e}];
-        if (parts.size() != arch.expert_sections.size())
-          fail("layer {} expert {}: expected {} sections, found {}", l, e, arch.expert_sections.size(), parts.size());
-        if (e == 0) {
-          uint64_t so = 0;
-          for (const std::string& name : arch.expert_sections) {
-            auto it = std::find_if(parts.begin(), parts.end(), [&](const Planned* p) { return p->decl->section == name; });
-            if (it == parts.end()) fail("layer {} expert {}: missing section '{}'", l, e, name);
-            ExpertSection s{name, (*it)->to, (*it)->decl->shape, so, format_bytes((*it)->to, (*it)->decl->shape)};
-            so += s.size;
-            layer.sections.push_back(std::move(s));
-          }
-          layer.record_size = so;
-          layer.stride = round_up(so, kExpertAlignment);
+  std::map<std::pair<int64_t, int64_t>, std::vector<const Planned*>> by_expert;
+  for (const auto& p : plan)
+    if (p.decl->is_expert) by_expert[{p.decl->layer, p.decl->expert}].push_back(&p);
+  offset = 0;
+  m.expert_layers.reserve(static_cast<size_t>(cfg.num_layers));  // jobs keep references to layers
+  for (int64_t l = 0; l < cfg.num_layers; ++l) {
+    if (!cfg.layer_is_moe(l)) continue;
+    ExpertLayer layer;
+    layer.layer = l;
+    layer.num_experts = cfg.num_experts;
+    layer.offset = round_up(offset, kExpertAlignment);
+    layer.checksums.assign(static_cast<size_t>(cfg.num_experts), 0);
+    m.expert_layers.push_back(std::move(layer));
+    offset = m.expert_layers.back().offset;
+    ExpertLayer& L = m.expert_layers.back();
+    for (int64_t e = 0; e < cfg.num_experts; ++e) {
+      const auto& parts = by_expert[{l, e}];
+      if (parts.size() != arch.expert_sections.size())
+        fail("layer {} expert {}: expected {} sections, found {}", l, e, arch.expert_sections.size(), parts.size());
+      if (e == 0) {
+        uint64_t so = 0;
+        for (const std::string& name : arch.expert_sections) {
+          auto it = std::find_if(parts.begin(), parts.end(), [&](const Planned* p) { return p->decl->section == name; });
+          if (it == parts.end()) fail("layer {} expert {}: missing section '{}'", l, e, name);
+          ExpertSection s{name, (*it)->to, (*it)->decl->shape, so, format_bytes((*it)->to, (*it)->decl->shape)};
+          so += s.size;
+          L.sections.push_back(std::move(s));
         }
-        buf.assign(layer.record_size, 0);
-        for (const ExpertSection& s : layer.sections) {
-          auto it = std::find_if(parts.begin(), parts.end(), [&](const Planned* p) { return p->decl->section == s.name; });
-          if (it == parts.end()) fail("layer {} expert {}: missing section '{}'", l, e, s.name);
-          Planned p = **it;
-          if (p.decl->shape != s.shape)
-            fail("tensor '{}': shape {} differs from expert 0's {}", p.decl->name, shape_str(p.decl->shape), shape_str(s.shape));
-          p.to = s.format;  // every expert of a layer shares expert 0's format
-          if (!can_convert(p.from, p.to) && !is_quantized(p.to))
-            fail("tensor '{}': cannot store {} as {}", p.decl->name, format_name(p.from), format_name(p.to));
-          read_converted(ck, p, 0, p.src->numel(), scratch, rows_f32, buf.data() + s.offset);
-          progress.add(p.src->nbytes);
-        }
-        layer.checksums.push_back(xxh3_64(buf.data(), layer.record_size));
-        stream.pwrite(buf.data(), layer.record_size, layer.expert_offset(e));
+        L.record_size = so;
+        L.stride = round_up(so, kExpertAlignment);
       }
-      offset = layer.expert_offset(layer.num_experts - 1) + layer.stride;
-      m.expert_layers.push_back(std::move(layer));
+      // The record's sections, read in source order.
+      struct Part {
+        const Planned* p;
+        const ExpertSection* s;
+      };
+      std::vector<Part> record;
+      for (const ExpertSection& s : L.sections) {
+        auto it = std::find_if(parts.begin(), parts.end(), [&](const Planned* p) { return p->decl->section == s.name; });
+        if (it == parts.end()) fail("layer {} expert {}: missing section '{}'", l, e, s.name);
+        const Planned& p = **it;
+        if (p.decl->shape != s.shape)
+          fail("tensor '{}': shape {} differs from expert 0's {}", p.decl->name, shape_str(p.decl->shape), shape_str(s.shape));
+        if (p.to != s.format)
+          fail("tensor '{}': stored as {} but expert 0 of its layer is {}", p.decl->name, format_name(p.to), format_name(s.format));
+        record.push_back({&p, &s});
+      }
+      std::sort(record.begin(), record.end(), [](const Part& a, const Part& b) {
+        return std::pair(a.p->src->file_index, a.p->src->offset) < std::pair(b.p->src->file_index, b.p->src->offset);
+      });
+      InstallJob job;
+      for (const Part& part : record) job.inputs.push_back(source_range(*part.p, 0, part.p->src->nbytes));
+      job.output_bytes = L.record_size;
+      job.convert = [record](const uint8_t* in, uint8_t* out, ThreadPool& tp) {
+        for (const Part& part : record) {
+          const int64_t row = part.s->shape.back();
+          convert_rows(in, part.p->from, out + part.s->offset, part.s->format,
+                       static_cast<int64_t>(part.p->src->numel()) / row, row, tp);
+          in += part.p->src->nbytes;
+        }
+      };
+      job.finish = [&L, e](const uint8_t* out) { L.checksums[static_cast<size_t>(e)] = xxh3_64(out, L.record_size); };
+      job.output = &experts_out;
+      job.output_offset = L.expert_offset(e);
+      for (const Part& part : record) job.progress_bytes += part.p->src->nbytes;
+      source_order.push_back({record.front().p->src->file_index, record.front().p->src->offset});
+      jobs.push_back(std::move(job));
     }
-    m.experts_size = round_up(offset, kExpertAlignment);
-    out.truncate(m.experts_size);
-    stream.flush();
-    out.sync();
+    offset = L.expert_offset(L.num_experts - 1) + L.stride;
+  }
+  m.experts_size = round_up(offset, kExpertAlignment);
+
+  // Run in source order (stable: a trunk tensor's chunks keep their order).
+  {
+    std::vector<size_t> order(jobs.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return source_order[a] < source_order[b]; });
+    std::vector<InstallJob> sorted;
+    sorted.reserve(jobs.size());
+    for (size_t i : order) sorted.push_back(std::move(jobs[i]));
+    jobs = std::move(sorted);
+  }
+  const int threads = opt.threads > 0 ? opt.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  ThreadPool pool(threads);
+  run_install_jobs(jobs, pool, progress);
+  for (File* f : {&trunk_out, &experts_out}) {
+    f->truncate(f == &trunk_out ? m.trunk_size : m.experts_size);
+    f->sync();
   }
   progress.finish();
 

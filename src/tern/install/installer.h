@@ -18,6 +18,7 @@ struct InstallOptions {
   std::filesystem::path output;  // the .tern directory to create
   bool force = false;            // replace an existing output
   bool quiet = false;            // no progress output
+  int threads = 0;               // converting threads; 0 = every core
   // Storage formats; nullopt keeps each tensor's source dtype. Norms, biases
   // and router weights (1-D tensors, routers) are stored as F32 whenever a
   // format is requested.

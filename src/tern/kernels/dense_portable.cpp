@@ -7,7 +7,7 @@
 
 #include "tern/kernels/convert.h"
 #include "tern/kernels/dense_kernels.h"
-#include "tern/kernels/kernel_path.h"
+#include "tern/core/kernel_path.h"
 
 namespace tern::detail {
 namespace {

@@ -6,7 +6,7 @@
 
 #include "tern/core/dtype.h"
 #include "tern/core/error.h"
-#include "tern/kernels/kernel_path.h"
+#include "tern/core/kernel_path.h"
 #include "tern/kernels/quant_kernels.h"
 #include "tern/quant/vec_dot.h"
 

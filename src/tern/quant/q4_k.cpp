@@ -17,7 +17,7 @@
 
 namespace tern {
 
-using namespace quant_detail;
+namespace quant_detail {
 
 namespace {
 
@@ -100,13 +100,11 @@ uint8_t six_bit(float v, float inv) {
   return std::min<uint8_t>(63, q);
 }
 
-void quantize_block(const float* x, BlockQ4K* y) {
-  uint8_t L[kQK_K];
-  float scales[kNumSub];
-  float mins[kNumSub];
+}  // namespace
+
+// Step 1, portable: fits every sub-block (codes into L, scales, -mins).
+void q4_k_fit_subblocks(const float* x, uint8_t* L, float* scales, float* mins) {
   float weights[kSub];
-  float max_scale = 0.0f;  // scales and mins are >= 0 (up to rounding)
-  float max_min = 0.0f;
   for (int s = 0; s < kNumSub; ++s) {
     const float* xs = x + kSub * s;
     float sum_x2 = 0.0f;
@@ -114,10 +112,17 @@ void quantize_block(const float* x, BlockQ4K* y) {
     const float av_x = std::sqrt(sum_x2 / 32.0f);
     for (int i = 0; i < kSub; ++i) weights[i] = av_x + std::fabs(xs[i]);
     scales[s] = fit_scale_min(xs, weights, 15, -1.0f, 0.1f, 20, L + kSub * s, &mins[s]);
+  }
+}
+
+// Step 2: the 6-bit scales and mins against their maxima, and d, dmin.
+void q4_k_pack_scales(const float* scales, const float* mins, BlockQ4K* y) {
+  float max_scale = 0.0f;  // scales and mins are >= 0 (up to rounding)
+  float max_min = 0.0f;
+  for (int s = 0; s < kNumSub; ++s) {
     if (scales[s] > max_scale) max_scale = scales[s];
     if (mins[s] > max_min) max_min = mins[s];
   }
-
   const float inv_scale = max_scale > 0 ? 63.0f / max_scale : 0.0f;
   const float inv_min = max_min > 0 ? 63.0f / max_min : 0.0f;
   for (int s = 0; s < kNumSub; ++s) {
@@ -134,7 +139,10 @@ void quantize_block(const float* x, BlockQ4K* y) {
   }
   y->d = f32_to_f16(max_scale / 63.0f);
   y->dmin = f32_to_f16(max_min / 63.0f);
+}
 
+// Step 3, portable: every element against its sub-block's final scale and min.
+void q4_k_requantize(const float* x, const BlockQ4K* y, uint8_t* L) {
   const float d_all = load_f16(y->d);
   const float dmin_all = load_f16(y->dmin);
   for (int s = 0; s < kNumSub; ++s) {
@@ -148,18 +156,35 @@ void quantize_block(const float* x, BlockQ4K* y) {
       L[kSub * s + i] = static_cast<uint8_t>(std::clamp(l, 0, 15));
     }
   }
-  // Chunk c of 64 elements: element l in the low nibble of qs[32c + l], l + 32 in the high one.
+}
+
+// Step 4: chunk c of 64 elements: element l in the low nibble of qs[32c + l], l + 32 in the high one.
+void q4_k_pack_codes(const uint8_t* L, BlockQ4K* y) {
   for (int c = 0; c < kQK_K / 64; ++c)
     for (int l = 0; l < 32; ++l)
       y->qs[32 * c + l] = static_cast<uint8_t>(L[64 * c + l] | (L[64 * c + l + 32] << 4));
 }
 
-}  // namespace
-
-void quantize_row_q4_k(const float* x, void* blocks, int64_t n) {
+void quantize_row_q4_k_portable(const float* x, void* blocks, int64_t n) {
   check_row_length(n, kQK_K, "q4_k");
   auto* y = static_cast<BlockQ4K*>(blocks);
-  for (int64_t b = 0; b < n / kQK_K; ++b) quantize_block(x + kQK_K * b, &y[b]);
+  uint8_t L[kQK_K];
+  float scales[kNumSub], mins[kNumSub];
+  for (int64_t b = 0; b < n / kQK_K; ++b, x += kQK_K) {
+    q4_k_fit_subblocks(x, L, scales, mins);
+    q4_k_pack_scales(scales, mins, &y[b]);
+    q4_k_requantize(x, &y[b], L);
+    q4_k_pack_codes(L, &y[b]);
+  }
+}
+
+}  // namespace quant_detail
+
+using namespace quant_detail;
+
+void quantize_row_q4_k(const float* x, void* blocks, int64_t n) {
+  if (quantize_with_avx2()) return quantize_row_q4_k_avx2(x, blocks, n);
+  quantize_row_q4_k_portable(x, blocks, n);
 }
 
 void dequantize_row_q4_k(const void* blocks, float* y, int64_t n) {

@@ -9,9 +9,9 @@
 
 namespace tern {
 
-using namespace quant_detail;
+namespace quant_detail {
 
-void quantize_row_q8_0(const float* x, void* blocks, int64_t n) {
+void quantize_row_q8_0_portable(const float* x, void* blocks, int64_t n) {
   check_row_length(n, kQK8_0, "q8_0");
   auto* y = static_cast<BlockQ8_0*>(blocks);
   for (int64_t b = 0; b < n / kQK8_0; ++b, x += kQK8_0) {
@@ -27,6 +27,15 @@ void quantize_row_q8_0(const float* x, void* blocks, int64_t n) {
     for (int j = 0; j < kQK8_0; ++j)
       y[b].qs[j] = static_cast<int8_t>(std::max(-127, truncate_to_int8(std::round(x[j] * id))));
   }
+}
+
+}  // namespace quant_detail
+
+using namespace quant_detail;
+
+void quantize_row_q8_0(const float* x, void* blocks, int64_t n) {
+  if (quantize_with_avx2()) return quantize_row_q8_0_avx2(x, blocks, n);
+  quantize_row_q8_0_portable(x, blocks, n);
 }
 
 void dequantize_row_q8_0(const void* blocks, float* y, int64_t n) {

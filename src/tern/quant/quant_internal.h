@@ -25,6 +25,7 @@
 
 #include "tern/core/dtype.h"
 #include "tern/core/error.h"
+#include "tern/quant/blocks.h"
 
 namespace tern::quant_detail {
 
@@ -67,6 +68,19 @@ inline float e8m0_to_float_half(uint8_t e) {
 inline float load_f16(uint16_t h) {
   return f16_to_f32(h);
 }
+
+// The quantizers with a SIMD version (quantize_avx2.cpp) keep a portable one;
+// both write identical bytes (tests/quant). The SIMD one runs when the active
+// kernel path (core/kernel_path.h, TERN_KERNELS) is avx2 or avx512.
+bool quantize_with_avx2();
+void quantize_row_q8_0_portable(const float* x, void* blocks, int64_t n);
+void quantize_row_q8_0_avx2(const float* x, void* blocks, int64_t n);
+void quantize_row_q4_k_portable(const float* x, void* blocks, int64_t n);
+void quantize_row_q4_k_avx2(const float* x, void* blocks, int64_t n);
+
+// Stages of the Q4_K quantizer shared by both versions (q4_k.cpp).
+void q4_k_pack_scales(const float* scales, const float* mins, BlockQ4K* y);
+void q4_k_pack_codes(const uint8_t* L, BlockQ4K* y);
 
 }  // namespace tern::quant_detail
 

@@ -1,4 +1,4 @@
-#include "tern/kernels/kernel_path.h"
+#include "tern/core/kernel_path.h"
 
 #include <atomic>
 #include <cstdlib>

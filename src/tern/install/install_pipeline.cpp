@@ -1,0 +1,203 @@
+#include "tern/install/install_pipeline.h"
+
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <utility>
+
+#include "tern/core/aligned_buffer.h"
+#include "tern/core/error.h"
+#include "tern/core/file.h"
+#include "tern/core/progress.h"
+#include "tern/core/thread_pool.h"
+
+namespace tern {
+
+namespace {
+
+// Jobs read ahead of the converter, and outputs queued for the writer. Two
+// keeps the disk reading while a job converts; more only costs memory.
+constexpr size_t kDepth = 3;
+// Writeback window: outputs are written back and dropped from the page
+// cache one window behind the writer.
+constexpr uint64_t kWindowBytes = 64ull << 20;
+// The reader asks the kernel to start reading this far ahead of the job it
+// reads (posix_fadvise WILLNEED: large asynchronous reads), so the disk
+// streams while the reader copies and the converter works.
+constexpr uint64_t kReadAheadBytes = 64ull << 20;
+
+// A queue of at most `capacity` items shared by one producer and one
+// consumer; `fail` wakes both so an error anywhere stops the pipeline.
+template <typename T>
+class BoundedQueue {
+ public:
+  explicit BoundedQueue(size_t capacity) : capacity_(capacity) {}
+  // False if the pipeline stopped.
+  bool push(T item) {
+    std::unique_lock lock(mutex_);
+    cv_.wait(lock, [&] { return stopped_ || items_.size() < capacity_; });
+    if (stopped_) return false;
+    items_.push_back(std::move(item));
+    cv_.notify_all();
+    return true;
+  }
+  // False if the pipeline stopped or the producer closed and nothing is left.
+  bool pop(T& item) {
+    std::unique_lock lock(mutex_);
+    cv_.wait(lock, [&] { return stopped_ || closed_ || !items_.empty(); });
+    if (stopped_ || items_.empty()) return false;
+    item = std::move(items_.front());
+    items_.pop_front();
+    cv_.notify_all();
+    return true;
+  }
+  void close() {
+    std::lock_guard lock(mutex_);
+    closed_ = true;
+    cv_.notify_all();
+  }
+  void stop() {
+    std::lock_guard lock(mutex_);
+    stopped_ = true;
+    cv_.notify_all();
+  }
+
+ private:
+  size_t capacity_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<T> items_;
+  bool closed_ = false, stopped_ = false;
+};
+
+struct Output {
+  File* file = nullptr;
+  uint64_t offset = 0;
+  AlignedBuffer data;
+  uint64_t size = 0;
+};
+
+// Per output file: ranges written in the current and the previous window.
+struct Writeback {
+  std::vector<std::pair<uint64_t, uint64_t>> current, previous;
+  uint64_t current_bytes = 0;
+};
+
+class Pipeline {
+ public:
+  Pipeline(std::vector<InstallJob>& jobs, ThreadPool& pool, Progress& progress)
+      : jobs_(jobs), pool_(pool), progress_(progress), inputs_(kDepth), outputs_(kDepth) {}
+
+  void run() {
+    std::thread reader([this] { guarded([this] { read_all(); }); });
+    std::thread writer([this] { guarded([this] { write_all(); }); });
+    guarded([this] { convert_all(); });
+    reader.join();
+    writer.join();
+    if (error_) std::rethrow_exception(error_);
+  }
+
+ private:
+  template <typename Fn>
+  void guarded(Fn&& fn) {
+    try {
+      fn();
+    } catch (...) {
+      {
+        std::lock_guard lock(error_mutex_);
+        if (!error_) error_ = std::current_exception();
+      }
+      inputs_.stop();
+      outputs_.stop();
+    }
+  }
+
+  void read_all() {
+    size_t hinted = 0;  // jobs [0, hinted) have been announced to the kernel
+    uint64_t hinted_bytes = 0, read_bytes = 0;
+    for (const InstallJob& job : jobs_) {
+      while (hinted < jobs_.size() && hinted_bytes < read_bytes + kReadAheadBytes) {
+        for (const SourceRange& r : jobs_[hinted].inputs) {
+          r.file->will_need(r.offset, r.size);
+          hinted_bytes += r.size;
+        }
+        ++hinted;
+      }
+      uint64_t total = 0;
+      for (const SourceRange& r : job.inputs) total += r.size;
+      AlignedBuffer buf(total, 64);
+      uint64_t at = 0;
+      for (size_t i = 0; i < job.inputs.size();) {
+        // One pread for a run of ranges adjacent in the same file.
+        const SourceRange& first = job.inputs[i];
+        uint64_t size = first.size;
+        size_t j = i + 1;
+        while (j < job.inputs.size() && job.inputs[j].file == first.file &&
+               job.inputs[j].offset == first.offset + size)
+          size += job.inputs[j++].size;
+        first.file->pread_exact(buf.data() + at, size, first.offset);
+        first.file->drop_cache(first.offset, size);
+        at += size;
+        read_bytes += size;
+        i = j;
+      }
+      if (!inputs_.push(std::move(buf))) return;
+    }
+    inputs_.close();
+  }
+
+  void convert_all() {
+    for (InstallJob& job : jobs_) {
+      AlignedBuffer in;
+      if (!inputs_.pop(in)) return;  // stopped by an error elsewhere
+      Output out{job.output, job.output_offset, AlignedBuffer(job.output_bytes, 64), job.output_bytes};
+      job.convert(in.data(), out.data.data(), pool_);
+      if (job.finish) job.finish(out.data.data());
+      if (!outputs_.push(std::move(out))) return;
+      progress_.add(job.progress_bytes);
+    }
+    outputs_.close();
+  }
+
+  void write_all() {
+    std::map<File*, Writeback> files;
+    Output out;
+    while (outputs_.pop(out)) {
+      if (out.size == 0) continue;
+      out.file->pwrite_all(out.data.data(), out.size, out.offset);
+      out.file->start_writeback(out.offset, out.size);
+      Writeback& wb = files[out.file];
+      wb.current.push_back({out.offset, out.size});
+      wb.current_bytes += out.size;
+      if (wb.current_bytes >= kWindowBytes) {
+        for (auto [off, len] : wb.previous) out.file->flush_and_drop(off, len);
+        wb.previous = std::move(wb.current);
+        wb.current.clear();
+        wb.current_bytes = 0;
+      }
+    }
+    for (auto& [file, wb] : files) {
+      for (auto [off, len] : wb.previous) file->flush_and_drop(off, len);
+      for (auto [off, len] : wb.current) file->flush_and_drop(off, len);
+    }
+  }
+
+  std::vector<InstallJob>& jobs_;
+  ThreadPool& pool_;
+  Progress& progress_;
+  BoundedQueue<AlignedBuffer> inputs_;
+  BoundedQueue<Output> outputs_;
+  std::mutex error_mutex_;
+  std::exception_ptr error_;
+};
+
+}  // namespace
+
+void run_install_jobs(std::vector<InstallJob>& jobs, ThreadPool& pool, Progress& progress) {
+  Pipeline(jobs, pool, progress).run();
+}
+
+}  // namespace tern

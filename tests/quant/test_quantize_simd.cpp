@@ -1,0 +1,96 @@
+// The AVX2 quantizers (quant/quantize_avx2.cpp) write exactly the bytes of the
+// portable ones, which follow ggml's reference (tests/reference/test_gguf_quants.py
+// pins those against NumPy): random rows over many magnitudes, and the edge
+// cases each SIMD trick must survive: constant and zero sub-blocks, positive-
+// only data, NaN, infinities, subnormal and huge values.
+#include "tern/quant/quant_internal.h"  // first (declares the per-path quantizers)
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "tern/core/kernel_path.h"
+
+namespace tern {
+namespace {
+
+using Quantizer = void (*)(const float*, void*, int64_t);
+
+struct Format {
+  const char* name;
+  Quantizer portable, avx2;
+  int64_t block_elements, block_bytes;
+};
+
+const Format kFormats[] = {
+    {"q8_0", quant_detail::quantize_row_q8_0_portable, quant_detail::quantize_row_q8_0_avx2, 32, 34},
+    {"q4_k", quant_detail::quantize_row_q4_k_portable, quant_detail::quantize_row_q4_k_avx2, 256, 144},
+};
+
+// Rows of n elements: Gaussian at many scales, with edge cases mixed in.
+std::vector<std::vector<float>> test_rows(int64_t n) {
+  std::vector<std::vector<float>> rows;
+  std::mt19937 rng(1234);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (float scale : {1e-30f, 1e-6f, 1e-3f, 0.02f, 1.0f, 7.5f, 1e3f, 1e30f}) {
+    for (int rep = 0; rep < 8; ++rep) {
+      std::vector<float> r(static_cast<size_t>(n));
+      for (auto& v : r) v = normal(rng) * scale;
+      rows.push_back(r);
+      for (auto& v : r) v = std::fabs(v);  // positive only: the fitted min clamps to 0
+      rows.push_back(r);
+      for (auto& v : r) v = std::round(v / scale * 4.0f);  // values on a coarse grid: ties
+      rows.push_back(r);
+    }
+  }
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  const float specials[] = {0.0f, -0.0f, 1.0f, -3.5f, nan, inf, -inf, 1e-40f, -1e-45f, 3e38f, -3e38f};
+  for (float special : specials) {
+    // Whole row, one block-sized run, and single elements of that value.
+    rows.emplace_back(static_cast<size_t>(n), special);
+    std::vector<float> r(static_cast<size_t>(n));
+    for (auto& v : r) v = normal(rng);
+    for (int64_t i = 32; i < 64 && i < n; ++i) r[static_cast<size_t>(i)] = special;
+    rows.push_back(r);
+    for (auto& v : r) v = normal(rng);
+    for (int64_t i = 5; i < n; i += 97) r[static_cast<size_t>(i)] = special;
+    rows.push_back(r);
+  }
+  return rows;
+}
+
+TEST(QuantizeSimd, Avx2QuantizersWriteThePortableBytes) {
+  if (!kernel_path_supported(KernelPath::Avx2)) GTEST_SKIP() << "this CPU has no AVX2";
+  for (const Format& f : kFormats) {
+    for (int64_t n : {f.block_elements, 4 * f.block_elements, int64_t{2048}}) {
+      const auto rows = test_rows(n);
+      int compared = 0;
+      for (size_t r = 0; r < rows.size(); ++r) {
+        const size_t bytes = static_cast<size_t>(n / f.block_elements * f.block_bytes);
+        std::vector<uint8_t> want(bytes, 0xAA), got(bytes, 0x55);
+        f.portable(rows[r].data(), want.data(), n);
+        f.avx2(rows[r].data(), got.data(), n);
+        ASSERT_EQ(want, got) << f.name << ", row " << r << " of " << rows.size() << ", n " << n;
+        ++compared;
+      }
+      EXPECT_GT(compared, 200);
+    }
+  }
+}
+
+TEST(QuantizeSimd, PublicQuantizerFollowsTheActiveKernelPath) {
+  // quantize_row dispatches on the kernel path, so TERN_KERNELS=portable
+  // runs (and tests) the portable quantizers end to end.
+  EXPECT_EQ(quant_detail::quantize_with_avx2(), active_kernel_path() != KernelPath::Portable);
+  {
+    ScopedKernelPath portable(KernelPath::Portable);
+    EXPECT_FALSE(quant_detail::quantize_with_avx2());
+  }
+}
+
+}  // namespace
+}  // namespace tern

@@ -1,0 +1,137 @@
+#!/usr/bin/env python3
+"""Install benchmark: how close `tern install` comes to the disk.
+
+Each round, interleaved (the disk reads 0.45-1.2 GB/s depending on the hour,
+so only rates taken in the same minutes are compared):
+  1. the checkpoint's files are evicted from the page cache and read once
+     with O_DIRECT in 16 MiB blocks: the disk's raw read rate;
+  2. for each target format, the files are evicted again and
+     `tern install --expert-quant FMT` runs; its rate is checkpoint bytes /
+     wall time (the source read), and its peak RSS comes from wait4().
+Prints a Markdown table for docs/RESULTS.md: medians over rounds of each
+rate, of each install's ratio to the raw read of its own round, and peak RSS.
+Numbers are measured, never asserted in tests.
+
+  /usr/bin/python3 tools/bench_install.py HF_DIR [--formats q8_0,q4_k] [--runs 3]
+      [--threads N] [--out DIR] [--tern PATH] [--env TERN_KERNELS=portable ...]
+
+--out is where installs are written (default: beside HF_DIR, the same disk, as
+a user would); it is removed afterwards.
+"""
+import argparse
+import glob
+import mmap
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DEFAULT_TERN = os.path.join(HERE, "..", "build", "release", "bin", "tern")
+BLOCK = 16 << 20
+MIB = 1 << 20
+
+
+def checkpoint_files(hf):
+    files = sorted(glob.glob(os.path.join(hf, "*.safetensors")))
+    if not files:
+        sys.exit(f"{hf}: no .safetensors files")
+    return files
+
+
+def evict(files):
+    for f in files:
+        fd = os.open(f, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+
+
+def raw_read(files):
+    """Bytes/s of an O_DIRECT sequential read of every file (16 MiB blocks)."""
+    buf = mmap.mmap(-1, BLOCK)  # page-aligned, as O_DIRECT needs
+    total = 0
+    t0 = time.monotonic()
+    for f in files:
+        fd = os.open(f, os.O_RDONLY | os.O_DIRECT)
+        try:
+            while True:
+                n = os.readv(fd, [buf])
+                total += n
+                if n < BLOCK:
+                    break
+        finally:
+            os.close(fd)
+    return total / (time.monotonic() - t0)
+
+
+def run_install(cmd, env):
+    """(seconds, peak RSS bytes) of one install."""
+    t0 = time.monotonic()
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    _, status, usage = os.wait4(p.pid, 0)
+    seconds = time.monotonic() - t0
+    out, err = p.stdout.read(), p.stderr.read()
+    p.stdout.close()
+    p.stderr.close()
+    p.returncode = os.waitstatus_to_exitcode(status)
+    if p.returncode != 0:
+        sys.exit(f"install failed ({p.returncode}): {' '.join(cmd)}\n{out.decode()}\n{err.decode()}")
+    return seconds, usage.ru_maxrss * 1024
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("hf")
+    ap.add_argument("--formats", default="q8_0,q4_k")
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=0)
+    ap.add_argument("--out")
+    ap.add_argument("--tern", default=os.environ.get("TERN_BINARY", DEFAULT_TERN))
+    ap.add_argument("--env", action="append", default=[], help="NAME=VALUE for the installs")
+    a = ap.parse_args()
+    files = checkpoint_files(a.hf)
+    size = sum(os.path.getsize(f) for f in files)
+    formats = a.formats.split(",")
+    out_dir = a.out or os.path.dirname(os.path.abspath(a.hf.rstrip("/")))
+    target = os.path.join(out_dir, f".bench-install-{os.getpid()}.tern")
+    env = dict(os.environ, **dict(e.split("=", 1) for e in a.env))
+
+    raw, rate, ratio, rss = [], {f: [] for f in formats}, {f: [] for f in formats}, {f: [] for f in formats}
+    try:
+        for _ in range(a.runs):
+            evict(files)
+            raw.append(raw_read(files))
+            for fmt in formats:
+                evict(files)
+                cmd = [a.tern, "install", a.hf, "-o", target, "--force", "-q", "--expert-quant", fmt]
+                if a.threads:
+                    cmd += ["--threads", str(a.threads)]
+                seconds, peak = run_install(cmd, env)
+                rate[fmt].append(size / seconds)
+                ratio[fmt].append(size / seconds / raw[-1])
+                rss[fmt].append(peak)
+                shutil.rmtree(target, ignore_errors=True)
+    finally:
+        shutil.rmtree(target, ignore_errors=True)
+
+    def med(v):
+        v = sorted(v)
+        return v[len(v) // 2]
+
+    print(f"checkpoint: {a.hf}, {size / MIB:.0f} MiB in {len(files)} file(s); output on {out_dir}; "
+          f"threads {a.threads or os.cpu_count()}; {' '.join(a.env)}; median of {a.runs} interleaved rounds "
+          f"(raw read rates: {', '.join(f'{r / MIB:.0f}' for r in raw)} MiB/s)")
+    print("| target | raw O_DIRECT read | install (source read) | install / raw read | peak RSS |")
+    print("| --- | --- | --- | --- | --- |")
+    for fmt in formats:
+        print(f"| {fmt} | {med(raw) / MIB:.0f} MiB/s | {med(rate[fmt]) / MIB:.0f} MiB/s | "
+              f"{100 * med(ratio[fmt]):.0f}% (rounds: {', '.join(f'{100 * r:.0f}%' for r in ratio[fmt])}) | "
+              f"{med(rss[fmt]) / MIB:.0f} MiB |")
+
+
+if __name__ == "__main__":
+    main()
