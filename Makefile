@@ -4,7 +4,7 @@ PRESET ?= release
 BUILD  := build/$(PRESET)
 TERN   := $(BUILD)/bin/tern
 
-.PHONY: all deps configure build test demo asan format clean
+.PHONY: all deps configure build test demo asan fuzz format clean
 
 all: build
 
@@ -26,6 +26,11 @@ demo: build
 # Every test under AddressSanitizer + UBSan (CI runs this too).
 asan:
 	@$(MAKE) --no-print-directory test PRESET=asan-ubsan
+
+# libFuzzer targets (clang, ASan + UBSan), each for FUZZ_SECONDS (fuzz/README.md).
+FUZZ_SECONDS ?= 60
+fuzz: deps
+	@bash fuzz/run.sh $(FUZZ_SECONDS)
 
 format:
 	@clang-format -i $$(git ls-files '*.cpp' '*.h')

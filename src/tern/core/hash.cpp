@@ -11,14 +11,14 @@ uint64_t xxh3_64(const void* data, size_t n) { return XXH3_64bits(data, n); }
 std::string hash_hex(uint64_t h) { return fmt::format("{:016x}", h); }
 
 uint64_t parse_hash_hex(std::string_view hex) {
-  if (hex.size() != 16) fail("invalid checksum '{}': expected 16 hex digits", hex);
+  if (hex.size() != 16) fail("invalid checksum '{}': expected 16 hex digits", printable(hex));
   uint64_t v = 0;
   for (char c : hex) {
     int d;
     if (c >= '0' && c <= '9') d = c - '0';
     else if (c >= 'a' && c <= 'f') d = c - 'a' + 10;
     else if (c >= 'A' && c <= 'F') d = c - 'A' + 10;
-    else fail("invalid checksum '{}': expected 16 hex digits", hex);
+    else fail("invalid checksum '{}': expected 16 hex digits", printable(hex));
     v = (v << 4) | static_cast<uint64_t>(d);
   }
   return v;

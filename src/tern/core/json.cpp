@@ -29,7 +29,7 @@ nlohmann::json parse_json(std::string_view text, std::string_view source) {
   check_json_depth(text, source);
   try {
     return nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse_error, and out_of_range for 1e999
     fail("{}: invalid JSON: {}", source, e.what());
   }
 }

@@ -51,7 +51,7 @@ TensorFormat parse_tensor_format(std::string_view name) {
     known += known.empty() ? "" : ", ";
     known += f.name;
   }
-  fail("unknown tensor format '{}'; known: {}", name, known);
+  fail("unknown tensor format '{}'; known: {}", printable(name), known);
 }
 
 TensorFormat format_for_dtype(DType dtype) {

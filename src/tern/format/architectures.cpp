@@ -29,7 +29,7 @@ std::vector<std::string_view> supported_architectures() {
 const ArchSpec& find_arch(std::string_view model_type) {
   for (const ArchSpec* a : registry())
     if (a->model_type == model_type) return *a;
-  fail("unsupported architecture '{}'; supported: {}", model_type,
+  fail("unsupported architecture '{}'; supported: {}", printable(model_type),
        fmt::join(supported_architectures(), ", "));
 }
 

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "tern/core/error.h"
+#include "tern/core/json.h"
 
 namespace tern {
 
@@ -47,13 +48,14 @@ json parse_header_json(const std::string& text, const std::string& path) {
     }
     return true;
   };
+  check_json_depth(text, path);
   json j;
   try {
     j = json::parse(text, cb);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, and out_of_range for 1e999
     fail("{}: safetensors header is not valid JSON: {}", path, e.what());
   }
-  if (!duplicate.empty()) fail("{}: duplicate tensor name '{}' in safetensors header", path, duplicate);
+  if (!duplicate.empty()) fail("{}: duplicate tensor name '{}' in safetensors header", path, printable(duplicate));
   if (!j.is_object()) fail("{}: safetensors header is not a JSON object", path);
   return j;
 }
@@ -82,24 +84,24 @@ SafetensorsFile SafetensorsFile::open(const std::filesystem::path& path, uint32_
 
   json j = parse_header_json(header, p);
   for (auto it = j.begin(); it != j.end(); ++it) {
-    const std::string& name = it.key();
-    if (name == "__metadata__") continue;
+    if (it.key() == "__metadata__") continue;
+    const std::string name = printable(it.key());  // for messages
     const json& t = it.value();
     if (!t.is_object()) fail("{}: tensor '{}': entry is not an object", p, name);
     TensorInfo info;
-    info.name = name;
+    info.name = it.key();
     info.file_index = file_index;
     if (!t.contains("dtype") || !t["dtype"].is_string())
       fail("{}: tensor '{}': missing dtype", p, name);
     auto dt_name = t["dtype"].get<std::string>();
     auto dt = parse_dtype(dt_name);
     if (!dt || dt_name != dtype_name(*dt))
-      fail("{}: tensor '{}': unknown dtype '{}'", p, name, dt_name);
+      fail("{}: tensor '{}': unknown dtype '{}'", p, name, printable(dt_name));
     info.dtype = *dt;
     if (!t.contains("shape") || !t["shape"].is_array())
       fail("{}: tensor '{}': missing shape", p, name);
     for (const auto& d : t["shape"]) {
-      if (!d.is_number_unsigned()) fail("{}: tensor '{}': invalid shape {}", p, name, t["shape"].dump());
+      if (!d.is_number_unsigned()) fail("{}: tensor '{}': invalid shape {}", p, name, json_excerpt(t["shape"]));
       info.shape.push_back(d.get<int64_t>());
     }
     const json& off = t.value("data_offsets", json());
@@ -129,7 +131,7 @@ SafetensorsFile SafetensorsFile::open(const std::filesystem::path& path, uint32_
   for (const TensorInfo* t : sorted) {
     if (t->nbytes == 0) continue;
     if (prev && t->offset < prev->offset + prev->nbytes)
-      fail("{}: tensors '{}' and '{}' have overlapping byte ranges", p, prev->name, t->name);
+      fail("{}: tensors '{}' and '{}' have overlapping byte ranges", p, printable(prev->name), printable(t->name));
     prev = t;
   }
   for (size_t i = 0; i < sf.tensors_.size(); ++i) sf.by_name_[sf.tensors_[i].name] = i;
@@ -162,22 +164,17 @@ SafetensorsCheckpoint SafetensorsCheckpoint::open(const std::filesystem::path& i
     fail("{}: no model.safetensors or model.safetensors.index.json found", input.string());
   }
   if (!index_path.empty()) {
-    json index;
-    try {
-      index = json::parse(read_text_file(index_path));
-    } catch (const json::parse_error& e) {
-      fail("{}: invalid JSON: {}", index_path.string(), e.what());
-    }
+    json index = parse_json(read_text_file(index_path), index_path.string());
     if (!index.is_object() || !index.contains("weight_map") || !index["weight_map"].is_object())
       fail("{}: missing \"weight_map\" object", index_path.string());
     weight_map = index["weight_map"];
     std::set<std::string> files;
     for (auto it = weight_map.begin(); it != weight_map.end(); ++it) {
       if (!it.value().is_string())
-        fail("{}: weight_map entry '{}' is not a file name", index_path.string(), it.key());
+        fail("{}: weight_map entry '{}' is not a file name", index_path.string(), printable(it.key()));
       auto f = it.value().get<std::string>();
       if (f.find('/') != std::string::npos || f == ".." || f.empty())
-        fail("{}: weight_map entry '{}' names an invalid shard '{}'", index_path.string(), it.key(), f);
+        fail("{}: weight_map entry '{}' names an invalid shard '{}'", index_path.string(), printable(it.key()), printable(f));
       files.insert(f);
     }
     for (const auto& f : files) {
@@ -199,7 +196,7 @@ SafetensorsCheckpoint SafetensorsCheckpoint::open(const std::filesystem::path& i
       const TensorInfo* t = ck.shards_[s].find(it.key());
       if (!t)
         fail("tensor '{}' is named in {} as stored in {} but that shard does not contain it",
-             it.key(), index_path.string(), ck.shards_[s].path());
+             printable(it.key()), index_path.string(), ck.shards_[s].path());
       ck.by_name_[it.key()] = t;
     }
   } else {
@@ -216,7 +213,7 @@ const TensorInfo* SafetensorsCheckpoint::find(const std::string& name) const {
 
 const TensorInfo& SafetensorsCheckpoint::at(const std::string& name) const {
   const TensorInfo* t = find(name);
-  if (!t) fail("tensor '{}' not found in checkpoint", name);
+  if (!t) fail("tensor '{}' not found in checkpoint", printable(name));
   return *t;
 }
 
@@ -230,7 +227,7 @@ void SafetensorsCheckpoint::read(const TensorInfo& tensor, void* dst, uint64_t b
                                  uint64_t length) const {
   if (length == ~0ull) length = tensor.nbytes - std::min(begin, tensor.nbytes);
   if (begin > tensor.nbytes || length > tensor.nbytes - begin)
-    fail("read of [{}, +{}) outside tensor '{}' ({} bytes)", begin, length, tensor.name, tensor.nbytes);
+    fail("read of [{}, +{}) outside tensor '{}' ({} bytes)", begin, length, printable(tensor.name), tensor.nbytes);
   shards_[tensor.file_index].file().pread_exact(dst, length, tensor.offset + begin);
 }
 

@@ -140,8 +140,8 @@ uint64_t tensor_bytes(TensorFormat format, const std::vector<int64_t>& shape, co
 
 // A file of the container: a plain name inside the model directory.
 void check_file_name(const std::string& name, const std::string& where) {
-  if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos ||
-      name.find('\0') != std::string::npos)
+  const bool control = std::any_of(name.begin(), name.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20; });
+  if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos || control)
     fail("{}: invalid file name {} (must be a plain name inside the model directory)", where, json_excerpt(name));
 }
 
@@ -177,7 +177,7 @@ Manifest manifest_from_json(const json& j, const std::string& source) {
   std::set<std::string> names;
   for (const auto& e : tf.at("tensors")) {
     std::string where = source + " trunk tensor " +
-                        (e.is_object() && e.contains("name") && e["name"].is_string() ? e["name"].get<std::string>() : "?");
+                        (e.is_object() && e.contains("name") && e["name"].is_string() ? printable(e["name"].get<std::string>()) : "?");
     Fields f{e, where};
     TrunkTensor t;
     t.name = f.str("name");
@@ -224,10 +224,11 @@ Manifest manifest_from_json(const json& j, const std::string& source) {
       sec.shape = sf.shape("shape");
       sec.offset = sf.u64("offset");
       sec.size = sf.u64("size");
-      if (tensor_bytes(sec.format, sec.shape, where + " section " + sec.name) != sec.size)
-        fail("{} section {}: size {} does not match shape and format", where, sec.name, sec.size);
-      if (sec.offset < section_end) fail("{} section {}: overlaps the previous section", where, sec.name);
-      check_range(sec.offset, sec.size, l.record_size, where + " section " + sec.name);
+      const std::string swhere = where + " section " + printable(sec.name);
+      if (tensor_bytes(sec.format, sec.shape, swhere) != sec.size)
+        fail("{}: size {} does not match shape and format", swhere, sec.size);
+      if (sec.offset < section_end) fail("{}: overlaps the previous section", swhere);
+      check_range(sec.offset, sec.size, l.record_size, swhere);
       section_end = sec.offset + sec.size;
       l.sections.push_back(std::move(sec));
     }

@@ -6,6 +6,7 @@
 
 #include "tern/core/error.h"
 #include "tern/core/file.h"
+#include "tern/core/json.h"
 #include "tern/core/memory.h"
 #include "tern/core/units.h"
 
@@ -18,11 +19,7 @@ namespace {
 
 json read_json_if_exists(const fs::path& p) {
   if (!fs::exists(p)) return json::object();
-  try {
-    return json::parse(read_text_file(p));
-  } catch (const json::parse_error& e) {
-    fail("{}: invalid JSON: {}", p.string(), e.what());
-  }
+  return parse_json(read_text_file(p), p.string());  // nesting-limited; any JSON error is a tern::Error
 }
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {

@@ -47,7 +47,7 @@ BpeModel& BpeModel::operator=(BpeModel&&) noexcept = default;
 BpeModel BpeModel::from_json(const nlohmann::json& model) {
   if (!model.is_object()) fail("tokenizer model must be an object");
   const std::string type = model.value("type", std::string("BPE"));
-  if (type != "BPE") fail("unsupported tokenizer model type \"{}\" (supported: BPE)", type);
+  if (type != "BPE") fail("unsupported tokenizer model type \"{}\" (supported: BPE)", printable(type));
   auto non_empty_string = [&](const char* key) {
     return model.contains(key) && model[key].is_string() &&
            !model[key].get_ref<const std::string&>().empty();
@@ -88,7 +88,7 @@ BpeModel BpeModel::from_json(const nlohmann::json& model) {
   auto lookup = [&](std::string_view token, size_t rank) {
     auto it = bpe.vocab_.find(token);
     if (it == bpe.vocab_.end())
-      fail("tokenizer merge {} uses \"{}\", which is not in the vocab", rank, token);
+      fail("tokenizer merge {} uses \"{}\", which is not in the vocab", rank, printable(token));
     return it->second;
   };
   int32_t rank = 0;
@@ -99,7 +99,7 @@ BpeModel BpeModel::from_json(const nlohmann::json& model) {
       const auto& s = m.get_ref<const std::string&>();
       size_t space = s.find(' ');
       if (space == std::string::npos || s.find(' ', space + 1) != std::string::npos)
-        fail("tokenizer merge {} \"{}\" is not two tokens separated by one space", rank, s);
+        fail("tokenizer merge {} \"{}\" is not two tokens separated by one space", rank, printable(s));
       left = std::string_view(s).substr(0, space);
       right = std::string_view(s).substr(space + 1);
     } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
@@ -112,7 +112,7 @@ BpeModel BpeModel::from_json(const nlohmann::json& model) {
     merged.assign(left).append(right);
     auto it = bpe.vocab_.find(merged);
     if (it == bpe.vocab_.end())
-      fail("tokenizer merge {} produces \"{}\", which is not in the vocab", rank, merged);
+      fail("tokenizer merge {} produces \"{}\", which is not in the vocab", rank, printable(merged));
     // A repeated pair takes its last rank, as tokenizers' HashMap collect does.
     bpe.merges_.insert_or_assign(pair_key(a, b), Merge{rank, it->second});
     ++rank;

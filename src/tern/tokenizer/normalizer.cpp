@@ -28,7 +28,7 @@ void add_forms(const nlohmann::json& config, std::vector<Normalizer::Form>& form
     for (const auto& step : config.at("normalizers")) add_forms(step, forms);
   } else {
     fail("unsupported tokenizer normalizer type \"{}\" (supported: NFC, NFD, NFKC, NFKD, Sequence)",
-         type);
+         printable(type));
   }
 }
 

@@ -22,7 +22,7 @@ PreTokenizer::Behavior parse_behavior(const std::string& name) {
   if (name == "MergedWithPrevious") return B::MergedWithPrevious;
   if (name == "MergedWithNext") return B::MergedWithNext;
   if (name == "Contiguous") return B::Contiguous;
-  fail("unsupported Split behavior \"{}\" in tokenizer pre_tokenizer", name);
+  fail("unsupported Split behavior \"{}\" in tokenizer pre_tokenizer", printable(name));
 }
 
 struct Span {
@@ -123,7 +123,7 @@ void PreTokenizer::add_steps(const nlohmann::json& config) {
     steps_.push_back(step);
   } else {
     fail("unsupported tokenizer pre_tokenizer type \"{}\" (supported: Split, ByteLevel, Sequence)",
-         type);
+         printable(type));
   }
 }
 

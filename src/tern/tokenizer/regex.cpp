@@ -85,7 +85,7 @@ Regex::Regex(std::string_view pattern, bool literal)
   code_->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(compiled.data()), compiled.size(),
                               options, &error, &error_offset, nullptr);
   if (!code_->code)
-    fail("cannot compile tokenizer regex /{}/ at offset {}: {}", pattern_, error_offset,
+    fail("cannot compile tokenizer regex /{}/ at offset {}: {}", printable(pattern_), error_offset,
          pcre2_message(error));
   // JIT is 3-10x faster for these patterns; without it (unsupported CPU or
   // a PCRE2 built without JIT) the interpreter gives the same matches.
@@ -115,7 +115,7 @@ void Regex::find_all(std::string_view subject, std::vector<ByteRange>& matches) 
     }
     if (rc == PCRE2_ERROR_NOMATCH) break;
     if (rc < 0)
-      fail("tokenizer regex /{}/ failed at byte {}: {}", pattern_, offset, pcre2_message(rc));
+      fail("tokenizer regex /{}/ failed at byte {}: {}", printable(pattern_), offset, pcre2_message(rc));
     const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(data.get());
     size_t begin = ov[0], end = ov[1];
     if (end == begin) {

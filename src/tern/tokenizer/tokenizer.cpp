@@ -33,7 +33,7 @@ void check_decoder(const nlohmann::json& decoder) {
     for (const auto& d : decoder.at("decoders")) check_decoder(d);
     return;
   }
-  fail("unsupported tokenizer decoder type \"{}\" (supported: ByteLevel, Sequence)", type);
+  fail("unsupported tokenizer decoder type \"{}\" (supported: ByteLevel, Sequence)", printable(type));
 }
 
 // Returns the id of the special token a TemplateProcessing puts before the
@@ -57,16 +57,16 @@ int32_t parse_post_processor(const nlohmann::json& config) {
     std::string name = single[0]["SpecialToken"].at("id").get<std::string>();
     const auto& specials = config.at("special_tokens");
     if (!specials.contains(name))
-      fail("post_processor template uses \"{}\", missing from its special_tokens", name);
+      fail("post_processor template uses \"{}\", missing from its special_tokens", printable(name));
     const auto& ids = specials[name].at("ids");
-    if (ids.size() != 1) fail("post_processor special token \"{}\" must map to one id", name);
-    if (!ids.is_array()) fail("post_processor special token \"{}\" must map to a list of ids", name);
+    if (!ids.is_array() || ids.size() != 1)
+      fail("post_processor special token \"{}\" must map to a list of one id", printable(name));
     return token_id_value(ids[0], "post_processor special token");
   }
   fail(
       "unsupported tokenizer post_processor type \"{}\" (supported: ByteLevel, TemplateProcessing, "
       "Sequence)",
-      type);
+      printable(type));
 }
 
 std::vector<AddedToken> parse_added_tokens(const nlohmann::json& list) {

@@ -1,0 +1,68 @@
+// Fuzz target "container": the input is an installed model's manifest.json,
+// beside the trunk.bin and experts.bin of a small committed model
+// (fuzz/data/container, made by fuzz/make_seeds.sh). TernModel::open must
+// either refuse it with a clean tern::Error or accept a manifest the engine
+// can run: the model is then loaded and fed tokens, so a manifest whose
+// config and tensor table disagree (issue 16: `head_dim` deleted from the
+// config -> heap corruption) shows up as a crash. Checksums are off because
+// an attacker can recompute them: memory safety must not rest on them.
+#include <vector>
+
+#include "fuzz_target.h"
+#include "tern/format/tern_model.h"
+#include "tern/runtime/engine.h"
+
+#ifndef TERN_FUZZ_DATA_DIR
+#error "TERN_FUZZ_DATA_DIR must name fuzz/data"
+#endif
+
+namespace tern::fuzz {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// The model directory: the fixture's data files, and manifest.json per input.
+const fs::path& model_dir() {
+  static const fs::path dir = [] {
+    fs::path d = scratch_dir() / "container";
+    fs::create_directories(d);
+    for (const char* name : {"trunk.bin", "experts.bin"})
+      fs::copy_file(fs::path(TERN_FUZZ_DATA_DIR) / "container" / name, d / name,
+                    fs::copy_options::overwrite_existing);
+    return d;
+  }();
+  return dir;
+}
+
+void run_model(const TernModel& container) {
+  EngineOptions opt;
+  opt.model = container.dir();
+  opt.threads = 1;
+  opt.verify = false;
+  opt.direct_io = false;
+  opt.context = 4;
+  Engine engine(opt);
+  Session session(engine);
+  const auto vocab = static_cast<int32_t>(engine.config().vocab_size);
+  const std::vector<int32_t> prompt = {0, vocab - 1};
+  const std::vector<float>& logits = session.feed(prompt);
+  if (logits.size() != static_cast<size_t>(vocab)) broken("logits size differs from the vocabulary");
+  const std::vector<int32_t> next = {vocab / 2};
+  session.feed(next, /*all_positions=*/true);
+}
+
+}  // namespace
+
+void fuzz_container(std::span<const uint8_t> input) {
+  const fs::path& dir = model_dir();
+  write_file(dir / "manifest.json", {reinterpret_cast<const char*>(input.data()), input.size()});
+  run_expecting_clean_errors([&] {
+    TernModel container = TernModel::open(dir);
+    container.summary();
+    container.verify();
+    run_model(container);
+  });
+}
+
+}  // namespace tern::fuzz

@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# Regenerates the committed fuzz seeds (fuzz/corpus/<target>/) and the small
+# model the container target runs manifests against (fuzz/data/container/)
+# from `tern synth` + `tern install` outputs. Deterministic for a given Tern;
+# rerun after a container format change.
+#   fuzz/make_seeds.sh [path/to/tern]     (default build/release/bin/tern)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+tern=$(realpath "${1:-build/release/bin/tern}")
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+py=/usr/bin/python3
+
+rm -rf fuzz/corpus fuzz/data
+mkdir -p fuzz/corpus/{safetensors,config,container,tokenizer} fuzz/data/container
+
+# The built-in tokenizer cut to the 256 byte tokens + 24 merges + the added
+# tokens, so models and seeds stay a few KB.
+"$tern" synth --preset tiny -o "$tmp/tiny" -q >/dev/null
+"$py" - "$tmp/tiny/tokenizer.json" "$tmp/tok.json" <<'PY'
+import json, sys
+t = json.load(open(sys.argv[1]))
+keep = 24
+vocab = {s: i for s, i in t["model"]["vocab"].items() if i < 256 + keep}
+merges = [m for m in t["model"]["merges"][:keep] if "".join(m if isinstance(m, list) else m.split(" ")) in vocab]
+t["model"]["vocab"], t["model"]["merges"] = vocab, merges
+for n, a in enumerate(t["added_tokens"]):
+    a["id"] = 256 + keep + n
+json.dump(t, open(sys.argv[2], "w"), ensure_ascii=False, separators=(",", ":"))
+PY
+
+# config.json seeds: presets and the options that change the tensor table.
+cp "$tmp/tiny/config.json" fuzz/corpus/config/tiny.json
+micro=(--preset tiny --experts 4 --top-k 2 --hidden 32 --heads 2 --kv-heads 1 --head-dim 16
+       --moe-ffn 32 --ffn 64 --max-position 256 --tokenizer "$tmp/tok.json")
+i=0
+for extra in "--layers 2" "--layers 2 --tie-embeddings" "--layers 2 --attention-bias --no-norm-topk" \
+             "--layers 3 --mlp-only-layers 0" "--layers 4 --decoder-sparse-step 2"; do
+  # shellcheck disable=SC2086
+  "$tern" synth "${micro[@]}" $extra -o "$tmp/c$i" -q >/dev/null
+  cp "$tmp/c$i/config.json" "fuzz/corpus/config/micro-$i.json"
+  i=$((i + 1))
+done
+"$py" - fuzz/corpus/config/micro-0.json fuzz/corpus/config/micro-rope-yarn.json <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+c["rope_scaling"] = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64}
+json.dump(c, open(sys.argv[2], "w"), indent=1)
+PY
+
+# The container target's model (tied embeddings, default block formats) and its manifest.
+"$tern" synth "${micro[@]}" --layers 2 --tie-embeddings -o "$tmp/hf" -q >/dev/null
+"$tern" install "$tmp/hf" -o "$tmp/m.tern" -q >/dev/null 2>&1
+cp "$tmp/m.tern/trunk.bin" "$tmp/m.tern/experts.bin" fuzz/data/container/
+"$py" - "$tmp/m.tern/manifest.json" fuzz/corpus/container/manifest.json <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1]))
+m["source"] = {"path": "hf", "shards": 1}  # no machine-specific path in a committed file
+json.dump(m, open(sys.argv[2], "w"), indent=1)
+PY
+
+# safetensors seeds: the model's 1-D tensors with their data; one matrix; and
+# the whole header over a data section cut short (the truncation path).
+"$py" - "$tmp/hf/model.safetensors" fuzz/corpus/safetensors <<'PY'
+import json, struct, sys
+raw = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+header = json.loads(raw[8:8 + n])
+data = raw[8 + n:]
+def write(path, names, cut=None):
+    h, out = {"__metadata__": {"format": "pt"}}, b""
+    for name in names:
+        e = header[name]
+        b, end = e["data_offsets"]
+        h[name] = {"dtype": e["dtype"], "shape": e["shape"], "data_offsets": [len(out), len(out) + end - b]}
+        out += data[b:end]
+    text = json.dumps(h, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    blob = struct.pack("<Q", len(text)) + text + out
+    open(path, "wb").write(blob[:cut] if cut else blob)
+names = [k for k in header if k != "__metadata__"]
+vectors = [k for k in names if len(header[k]["shape"]) == 1]
+write(sys.argv[2] + "/vectors.safetensors", vectors[:6])
+write(sys.argv[2] + "/matrix.safetensors", ["model.layers.0.self_attn.k_proj.weight"])
+full = struct.pack("<Q", n) + raw[8:8 + n]
+open(sys.argv[2] + "/full-header-truncated.safetensors", "wb").write(full + data[:64])
+PY
+
+# tokenizer seeds: tokenizer.json, then a NUL byte and text to encode.
+cp "$tmp/tok.json" fuzz/corpus/tokenizer/small.json
+printf '%s\0%s' "$(cat "$tmp/tok.json")" $'Hello <|im_start|>user\n déjà vu 12 <think>x</think>\t\t  end' \
+  > fuzz/corpus/tokenizer/small-with-text.bin
+"$py" - "$tmp/tok.json" fuzz/corpus/tokenizer/llama3-style.json <<'PY'
+import json, sys
+t = json.load(open(sys.argv[1]))
+bos = t["added_tokens"][0]
+t["normalizer"] = None
+t["pre_tokenizer"] = {"type": "ByteLevel", "add_prefix_space": True, "use_regex": True}
+t["post_processor"] = {"type": "Sequence", "processors": [
+    {"type": "ByteLevel", "trim_offsets": False},
+    {"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": bos["content"], "type_id": 0}},
+                                              {"Sequence": {"id": "A", "type_id": 0}}],
+     "special_tokens": {bos["content"]: {"id": bos["content"], "ids": [bos["id"]], "tokens": [bos["content"]]}}}]}
+t["added_tokens"][1].update({"lstrip": True, "rstrip": True, "single_word": True, "special": False})
+t["model"]["ignore_merges"] = True
+json.dump(t, open(sys.argv[2], "w"), ensure_ascii=False, separators=(",", ":"))
+PY
+
+du -sh fuzz/corpus/* fuzz/data/container

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# `make fuzz FUZZ_SECONDS=N [FUZZ_TARGETS="config tokenizer"]`: builds the
+# libFuzzer targets (preset `fuzz`: clang, ASan + UBSan) and runs each for N
+# seconds from its committed seeds and regression inputs. New inputs go to
+# build/fuzz/work/<target>/ (not committed), crashes to
+# build/fuzz/artifacts/<target>/; exits 1 if any target crashed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seconds=${1:-60}
+read -r -a targets <<< "${FUZZ_TARGETS:-safetensors config container tokenizer}"
+
+cmake --preset fuzz >/dev/null
+cmake --build --preset fuzz --target "${targets[@]/#/fuzz_}"
+
+status=0
+for t in "${targets[@]}"; do
+  work=build/fuzz/work/$t
+  artifacts=build/fuzz/artifacts/$t
+  log=build/fuzz/logs/$t.log
+  mkdir -p "$work" "$artifacts" "$(dirname "$log")"
+  dict=()
+  [ -f "fuzz/dict/$t.dict" ] && dict=(-dict="fuzz/dict/$t.dict")
+  inputs=("$work" "fuzz/corpus/$t")
+  [ -d "fuzz/regressions/$t" ] && inputs+=("fuzz/regressions/$t")
+  rc=0
+  build/fuzz/bin/fuzz_"$t" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+    "${dict[@]}" -artifact_prefix="$artifacts/" "${inputs[@]}" >"$log" 2>&1 || rc=$?
+  execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
+  if [ "$rc" -ne 0 ]; then
+    status=1
+    echo "fuzz $t: FAILED after ${execs:-?} executions (exit $rc); input in $artifacts/, log $log:"
+    grep -E "ERROR|fuzz invariant|SUMMARY|Test unit written" "$log" | head -20 || tail -30 "$log"
+  else
+    echo "fuzz $t: ${execs:-?} executions in ${seconds} s, no crash (corpus $(ls "$work" | wc -l) new inputs)"
+  fi
+done
+exit $status
