@@ -1,5 +1,6 @@
 #include "tern/install/install_pipeline.h"
 
+#include <algorithm>
 #include <condition_variable>
 #include <deque>
 #include <exception>
@@ -73,6 +74,35 @@ class BoundedQueue {
   bool closed_ = false, stopped_ = false;
 };
 
+// Buffers are recycled: at most ~3 kDepth + 3 are in use at once, and reusing
+// them keeps RSS flat (freed large blocks would otherwise stay in the
+// allocator's per-thread arenas).
+class BufferPool {
+ public:
+  AlignedBuffer take(uint64_t size) {
+    {
+      std::lock_guard lock(mutex_);
+      for (size_t i = 0; i < free_.size(); ++i)
+        if (free_[i].size() >= size) {
+          AlignedBuffer b = std::move(free_[i]);
+          free_.erase(free_.begin() + static_cast<std::ptrdiff_t>(i));
+          return b;
+        }
+      if (!free_.empty()) free_.pop_back();  // too small: replaced by a larger one
+    }
+    return AlignedBuffer(std::max<uint64_t>(size, 1), 64);
+  }
+  void give(AlignedBuffer b) {
+    if (b.size() == 0) return;
+    std::lock_guard lock(mutex_);
+    free_.push_back(std::move(b));
+  }
+
+ private:
+  std::mutex mutex_;
+  std::vector<AlignedBuffer> free_;
+};
+
 struct Output {
   File* file = nullptr;
   uint64_t offset = 0;
@@ -128,7 +158,7 @@ class Pipeline {
       }
       uint64_t total = 0;
       for (const SourceRange& r : job.inputs) total += r.size;
-      AlignedBuffer buf(total, 64);
+      AlignedBuffer buf = buffers_.take(total);
       uint64_t at = 0;
       for (size_t i = 0; i < job.inputs.size();) {
         // One pread for a run of ranges adjacent in the same file.
@@ -153,8 +183,9 @@ class Pipeline {
     for (InstallJob& job : jobs_) {
       AlignedBuffer in;
       if (!inputs_.pop(in)) return;  // stopped by an error elsewhere
-      Output out{job.output, job.output_offset, AlignedBuffer(job.output_bytes, 64), job.output_bytes};
+      Output out{job.output, job.output_offset, buffers_.take(job.output_bytes), job.output_bytes};
       job.convert(in.data(), out.data.data(), pool_);
+      buffers_.give(std::move(in));
       if (job.finish) job.finish(out.data.data());
       if (!outputs_.push(std::move(out))) return;
       progress_.add(job.progress_bytes);
@@ -169,6 +200,7 @@ class Pipeline {
       if (out.size == 0) continue;
       out.file->pwrite_all(out.data.data(), out.size, out.offset);
       out.file->start_writeback(out.offset, out.size);
+      buffers_.give(std::move(out.data));
       Writeback& wb = files[out.file];
       wb.current.push_back({out.offset, out.size});
       wb.current_bytes += out.size;
@@ -188,6 +220,7 @@ class Pipeline {
   std::vector<InstallJob>& jobs_;
   ThreadPool& pool_;
   Progress& progress_;
+  BufferPool buffers_;
   BoundedQueue<AlignedBuffer> inputs_;
   BoundedQueue<Output> outputs_;
   std::mutex error_mutex_;

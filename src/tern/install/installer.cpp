@@ -32,8 +32,9 @@ constexpr const char* kCopiedFiles[] = {
     "config.json",        "generation_config.json", "tokenizer.json",     "tokenizer_config.json",
     "special_tokens_map.json", "chat_template.jinja", "chat_template.json"};
 
-// Trunk tensors are converted in jobs of at most this many source bytes.
-constexpr uint64_t kChunkBytes = 32ull << 20;
+// Trunk tensors are converted in jobs of at most this many bytes of source
+// or output (experts are one job per record).
+constexpr uint64_t kChunkBytes = 16ull << 20;
 // A thread takes at least this many source bytes of rows at a time.
 constexpr uint64_t kMinBytesPerThread = 256ull << 10;
 
@@ -195,7 +196,8 @@ InstallResult install_model(const InstallOptions& opt) {
     const auto rows = static_cast<int64_t>(p.src->numel() / static_cast<uint64_t>(row));
     const uint64_t in_row = p.src->nbytes / static_cast<uint64_t>(std::max<int64_t>(1, rows));
     const uint64_t out_row = static_cast<uint64_t>(format_bytes(p.to, {row}));
-    const auto rows_per_job = static_cast<int64_t>(std::max<uint64_t>(1, kChunkBytes / std::max<uint64_t>(1, in_row)));
+    const auto rows_per_job =
+        static_cast<int64_t>(std::max<uint64_t>(1, kChunkBytes / std::max<uint64_t>({1, in_row, out_row})));
     const int64_t chunks = std::max<int64_t>(1, (rows + rows_per_job - 1) / rows_per_job);
     for (int64_t c = 0; c < chunks; ++c) {
       const int64_t first = c * rows_per_job;
