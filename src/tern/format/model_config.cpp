@@ -18,6 +18,11 @@ bool ModelConfig::layer_is_moe(int64_t layer) const {
   return decoder_sparse_step > 0 && (layer + 1) % decoder_sparse_step == 0;
 }
 
+bool ModelConfig::layer_is_sliding(int64_t layer) const {
+  return sliding_window > 0 && layer >= 0 && static_cast<size_t>(layer) < sliding_layers.size() &&
+         sliding_layers[static_cast<size_t>(layer)];
+}
+
 int64_t ModelConfig::num_moe_layers() const {
   int64_t n = 0;
   for (int64_t l = 0; l < num_layers; ++l) n += layer_is_moe(l) ? 1 : 0;

@@ -22,6 +22,7 @@ struct RopeScalingConfig {
   double beta_fast = 32.0, beta_slow = 1.0;                // yarn
   double mscale = 1.0, mscale_all_dim = 0.0;               // yarn (deepseek)
   double low_freq_factor = 1.0, high_freq_factor = 4.0;    // llama3
+  bool truncate = true;  // yarn: round the correction range to whole dims (gpt_oss sets false)
 };
 
 // Sane ranges for config.json values. A model directory is untrusted input:
@@ -59,6 +60,15 @@ struct ModelConfig {
   int64_t max_position_embeddings = 0;
   bool tie_word_embeddings = false;
 
+  // Attention variants.
+  // Keys a sliding-window layer attends to, the query's own included: query
+  // i sees keys j with i - j < sliding_window (0: no layer slides).
+  int64_t sliding_window = 0;
+  // Per layer, whether it uses the sliding window (empty: none does).
+  std::vector<bool> sliding_layers;
+  // A learned logit per query head joins every softmax row (gpt_oss "sinks").
+  bool attention_sinks = false;
+
   // Dense MLP (layers that are not MoE).
   int64_t intermediate_size = 0;
 
@@ -69,11 +79,18 @@ struct ModelConfig {
   bool norm_topk_prob = true;
   int64_t decoder_sparse_step = 1;
   std::vector<int64_t> mlp_only_layers;
+  // Expert activation: 0 is SwiGLU, silu(gate) * up. > 0 is gpt_oss's clamped
+  // variant: gate = min(gate, limit), up = clamp(up, -limit, limit),
+  // (up + 1) * gate * sigmoid(alpha * gate).
+  double swiglu_limit = 0;
+  double swiglu_alpha = 1.702;
 
   nlohmann::json raw;  // the config.json as read
 
   // Whether layer `layer` routes to experts (else it has a dense MLP).
   bool layer_is_moe(int64_t layer) const;
+  // Whether layer `layer` attends through the sliding window.
+  bool layer_is_sliding(int64_t layer) const;
   int64_t num_moe_layers() const;
 };
 
