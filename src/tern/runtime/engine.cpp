@@ -100,6 +100,15 @@ const Tokenizer& Engine::tokenizer() const {
 
 Session::Session(Engine& engine) : engine_(engine), kv_(engine.model().make_kv_cache(engine.context())) {}
 
+int64_t Session::keep_common_prefix(std::span<const int32_t> tokens) {
+  size_t common = 0;
+  while (common < tokens_.size() && common < tokens.size() && tokens_[common] == tokens[common]) ++common;
+  if (!tokens.empty() && common == tokens.size()) --common;
+  if (common < tokens_.size() && engine_.config().sliding_window > 0) common = 0;
+  tokens_.resize(common);  // entries of positions < common depend only on tokens < common
+  return static_cast<int64_t>(common);
+}
+
 const std::vector<float>& Session::feed(std::span<const int32_t> tokens, bool all_positions, ForwardTrace* trace) {
   const int64_t n = static_cast<int64_t>(tokens.size());
   if (n == 0) fail("no tokens to process");

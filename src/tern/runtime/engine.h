@@ -96,6 +96,14 @@ class Session {
   const std::vector<int32_t>& tokens() const { return tokens_; }
   int64_t position() const { return static_cast<int64_t>(tokens_.size()); }
   void reset() { tokens_.clear(); }
+  // Prepares the session to continue with `tokens`, a whole re-rendered
+  // conversation: keeps the longest common prefix of tokens() and `tokens`
+  // whose KV entries are still valid, drops the rest, and returns its length
+  // (the caller feeds tokens[length..]). At most tokens.size() - 1 are kept,
+  // so there is always a token to feed. A model with sliding-window layers
+  // keeps nothing unless `tokens` extends tokens(): its KV ring has already
+  // overwritten the window that stepping back would need.
+  int64_t keep_common_prefix(std::span<const int32_t> tokens);
 
   // Appends tokens and runs them; returns the logits of the last token
   // (or of every new token if all_positions: [n, vocab]).
