@@ -121,5 +121,74 @@ TEST(Kernels, AttentionDecodeRejectsBadHeadCounts) {
                Error);
 }
 
+// Positions [first, last] of a ring of `capacity` slots, written as the
+// engine writes them (position p in slot p % capacity), against the naive
+// float64 attention over exactly those positions, with and without sinks.
+TEST(Kernels, AttentionOverARingWindowWithSinksMatchesNaiveFloat64) {
+  const int64_t n_heads = 8, n_kv = 2, d = 32, capacity = 16;
+  const int64_t kv_dim = n_kv * d;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(d));
+  auto q = random_floats(n_heads * d, 41);
+  auto sinks = random_floats(n_heads, 42);
+  for (auto& s : sinks) s *= 4.0f;  // logits of a size that matters
+  for (int64_t last : {3, 15, 16, 23, 40}) {
+    const int64_t first = std::max<int64_t>(0, last - capacity + 1);
+    const int64_t n = last - first + 1;
+    auto flat_k = random_floats(n * kv_dim, 100 + static_cast<uint32_t>(last));
+    auto flat_v = random_floats(n * kv_dim, 200 + static_cast<uint32_t>(last));
+    std::vector<float> ring_k(static_cast<size_t>(capacity * kv_dim)), ring_v(ring_k.size());
+    for (int64_t p = first; p <= last; ++p)
+      for (int64_t i = 0; i < kv_dim; ++i) {
+        ring_k[static_cast<size_t>((p % capacity) * kv_dim + i)] = flat_k[static_cast<size_t>((p - first) * kv_dim + i)];
+        ring_v[static_cast<size_t>((p % capacity) * kv_dim + i)] = flat_v[static_cast<size_t>((p - first) * kv_dim + i)];
+      }
+    for (bool with_sinks : {false, true}) {
+      std::vector<double> want = naive_attention(q, flat_k, flat_v, n, n_heads, n_kv, d, scale);
+      if (with_sinks) {  // softmax over the row plus the sink: every weight times Z / (Z + e^sink)
+        for (int64_t h = 0; h < n_heads; ++h) {
+          const int64_t kvh = h / (n_heads / n_kv);
+          double max = sinks[static_cast<size_t>(h)], z = 0;
+          std::vector<double> sc(static_cast<size_t>(n));
+          for (int64_t p = 0; p < n; ++p) {
+            double acc = 0;
+            for (int64_t i = 0; i < d; ++i)
+              acc += static_cast<double>(q[static_cast<size_t>(h * d + i)]) * flat_k[static_cast<size_t>((p * n_kv + kvh) * d + i)];
+            sc[static_cast<size_t>(p)] = acc * scale;
+            max = std::max(max, sc[static_cast<size_t>(p)]);
+          }
+          for (double e : sc) z += std::exp(e - max);
+          const double shrink = z / (z + std::exp(sinks[static_cast<size_t>(h)] - max));
+          for (int64_t i = 0; i < d; ++i) want[static_cast<size_t>(h * d + i)] *= shrink;
+        }
+      }
+      for (KernelPath path : testing::supported_paths()) {
+        ScopedKernelPath scoped(path);
+        std::vector<float> out(static_cast<size_t>(n_heads * d)), scratch(static_cast<size_t>(attention_decode_scratch_floats(n_heads, n)));
+        const KVRing ring{ring_k.data(), ring_v.data(), capacity, kv_dim};
+        attention_decode(q.data(), ring, first, last,
+                         AttentionHeads{n_heads, n_kv, d, static_cast<float>(scale), with_sinks ? sinks.data() : nullptr},
+                         out.data(), scratch.data(), nullptr);
+        for (size_t i = 0; i < out.size(); ++i)
+          ASSERT_NEAR(out[i], want[i], 2e-6) << "last " << last << " sinks " << with_sinks << " path "
+                                              << kernel_path_name(path) << " i " << i;
+        if (!with_sinks) {  // the ring gives the flat layout's bits exactly
+          std::vector<float> flat_out(out.size());
+          attention_decode(q.data(), flat_k.data(), flat_v.data(), n, n_heads, n_kv, d, static_cast<float>(scale),
+                           flat_out.data(), scratch.data(), nullptr);
+          ASSERT_EQ(out, flat_out) << "last " << last;
+        }
+      }
+    }
+  }
+}
+
+TEST(Kernels, AttentionRejectsARangeLargerThanTheRing) {
+  std::vector<float> buf(64, 0.0f);
+  const KVRing ring{buf.data(), buf.data(), 2, 4};
+  EXPECT_THROW(attention_decode(buf.data(), ring, 0, 2, AttentionHeads{1, 1, 4, 1.0f, nullptr}, buf.data(),
+                                buf.data(), nullptr),
+               Error);
+}
+
 }  // namespace
 }  // namespace tern

@@ -227,5 +227,47 @@ TEST(Kernels, RopeLinearScalingInterpolatesPositions) {
   for (int i = 0; i < 64; ++i) EXPECT_NEAR(a[i], b[i], 1e-6);
 }
 
+TEST(Ops, ClampedSwigluMatchesGptOssFormulaInFloat64) {
+  // gate clamped above only, up on both sides, (up + 1) * g * sigmoid(alpha g).
+  const float limit = 7.0f, alpha = 1.702f;
+  std::vector<float> gate = {-30.0f, -2.0f, -0.1f, 0.0f, 0.5f, 3.0f, 7.0f, 9.0f, 50.0f};
+  std::vector<float> up = {-9.0f, -7.5f, -1.0f, 0.0f, 0.25f, 2.0f, 6.9f, 8.0f, -50.0f};
+  std::vector<float> out(gate.size());
+  swiglu_clamped(gate.data(), up.data(), out.data(), static_cast<int64_t>(gate.size()), limit, alpha);
+  for (size_t i = 0; i < gate.size(); ++i) {
+    const double g = std::min<double>(gate[i], limit), u = std::clamp<double>(up[i], -limit, limit);
+    const double want = (u + 1) * g / (1 + std::exp(-static_cast<double>(alpha) * g));
+    EXPECT_NEAR(out[i], want, 1e-6 * std::max(1.0, std::abs(want))) << i;
+  }
+}
+
+TEST(Rope, YarnFrequenciesAndAttentionFactorMatchGptOss) {
+  // gpt-oss: head_dim 64, theta 150000, factor 32, original 4096, beta 32 / 1,
+  // truncate false. Values in double from docs/gpt_oss_facts.md section 4.5.
+  RopeScaling y;
+  y.kind = RopeScaling::Kind::Yarn;
+  y.factor = 32;
+  y.original_max_positions = 4096;
+  y.beta_fast = 32;
+  y.beta_slow = 1;
+  y.truncate = false;
+  const std::vector<float> f = rope_inv_freq(64, 150000, y);
+  ASSERT_EQ(f.size(), 32u);
+  const std::pair<int, double> want[] = {{0, 1.0},
+                                         {8, 0.050813274815461475},
+                                         {9, 0.031705696184663769},
+                                         {17, 1.2931870124506317e-4},
+                                         {18, 3.8308812373753384e-5},
+                                         {31, 3.0235114281192144e-7}};
+  for (auto [i, v] : want) EXPECT_NEAR(f[static_cast<size_t>(i)], v, 1e-7 * v) << i;
+  EXPECT_NEAR(rope_attention_factor(y), 1.3465735902799727, 1e-15);
+  // truncate (Hugging Face's default when the key is absent): range [8, 18].
+  y.truncate = true;
+  const std::vector<float> t = rope_inv_freq(64, 150000, y);
+  const double base9 = std::pow(150000.0, -18.0 / 64.0);
+  EXPECT_NEAR(t[9], base9 / 32 * 0.1 + base9 * 0.9, 1e-7 * base9);
+  EXPECT_EQ(rope_attention_factor(RopeScaling{}), 1.0);
+}
+
 }  // namespace
 }  // namespace tern

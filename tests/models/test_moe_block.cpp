@@ -4,6 +4,8 @@
 
 #include <cmath>
 
+#include "tern/kernels/ops.h"
+
 namespace tern {
 namespace {
 
@@ -31,6 +33,19 @@ TEST(RouteTokens, WithoutRenormalisationWeightsAreSoftmaxOverAllExperts) {
   EXPECT_EQ(r.experts[1], 2);
   EXPECT_NEAR(r.weights[0], std::exp(3.0) / z, 1e-6);
   EXPECT_NEAR(r.weights[1], std::exp(2.0) / z, 1e-6);
+}
+
+TEST(RouteTokens, TopKThenSoftmaxWeightsAreSoftmaxOverTheChosenLogits) {
+  // gpt_oss: top-k of the (biased) logits, then softmax over those k only.
+  std::vector<float> logits = {0.5f, 3.0f, -1.0f, 2.0f, 2.0f};
+  std::vector<float> probs(5);
+  RouterConfig cfg{5, 3, false, RouterScoring::TopKThenSoftmax, nullptr};
+  Routing r = route_tokens(logits.data(), 1, cfg, probs.data());
+  ASSERT_EQ(r.experts, (std::vector<int32_t>{1, 3, 4}));  // tie 3/4: lower id first
+  const double z = std::exp(3.0) + 2 * std::exp(2.0);
+  EXPECT_NEAR(r.weights[0], std::exp(3.0) / z, 1e-6);
+  EXPECT_NEAR(r.weights[1], std::exp(2.0) / z, 1e-6);
+  EXPECT_NEAR(r.weights[2], std::exp(2.0) / z, 1e-6);
 }
 
 }  // namespace

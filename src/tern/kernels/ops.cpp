@@ -52,6 +52,14 @@ void softmax(float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] = static_cast<float>(static_cast<double>(x[i]) * inv);
 }
 
+void swiglu_clamped(const float* gate, const float* up, float* out, int64_t n, float limit, float alpha) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = std::min(gate[i], limit);
+    const float u = std::clamp(up[i], -limit, limit);
+    out[i] = (u + 1.0f) * (g / (1.0f + detail::fast_exp(-(alpha * g))));
+  }
+}
+
 void silu(const float* x, float* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = x[i] / (1.0f + detail::fast_exp(-x[i]));
 }

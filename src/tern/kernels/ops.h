@@ -25,6 +25,9 @@ void softmax(float* x, int64_t n);
 void silu(const float* x, float* out, int64_t n);
 // out = silu(gate) * up (the SwiGLU feed-forward); out may alias either input.
 void swiglu(const float* gate, const float* up, float* out, int64_t n);
+// gpt_oss's clamped SwiGLU: g = min(gate, limit), u = clamp(up, -limit, limit),
+// out = (u + 1) * (g * sigmoid(alpha * g)). out may alias gate or up.
+void swiglu_clamped(const float* gate, const float* up, float* out, int64_t n, float limit, float alpha);
 
 // out = a + b; out may alias a or b.
 void add(const float* a, const float* b, float* out, int64_t n);

@@ -22,13 +22,26 @@ struct RopeScaling {
   enum class Kind {
     None,
     Linear,  // position interpolation: every frequency divided by factor
-    // YaRN and Llama 3 ("rope_type": "yarn" / "llama3") go here: each maps
-    // inv_freq per dimension from factor, original_max_position_embeddings
-    // and their beta / low-high frequency parameters.
+    // YaRN ("rope_type": "yarn", Hugging Face _compute_yarn_parameters):
+    // dims below the correction range keep their frequency, dims above it
+    // are divided by factor, dims inside blend linearly; the range comes from
+    // beta_fast / beta_slow rotations over original_max_positions, rounded
+    // to whole dims when truncate. Attention is scaled too: see
+    // rope_attention_factor.
+    Yarn,
   };
   Kind kind = Kind::None;
   double factor = 1.0;
+  int64_t original_max_positions = 0;  // yarn
+  double beta_fast = 32.0, beta_slow = 1.0;
+  double mscale = 1.0, mscale_all_dim = 0.0;
+  bool truncate = true;
 };
+
+// The factor YaRN multiplies cos and sin by (so q.k by its square):
+// 0.1 ln(factor) + 1, or mscale(factor, mscale) / mscale(factor, mscale_all_dim)
+// when both are set (DeepSeek); 1 for other kinds.
+double rope_attention_factor(const RopeScaling& scaling);
 
 // inv_freq[i] = 1 / theta^(2i / head_dim) for i < head_dim / 2, computed in
 // double (then scaled) and rounded to float. head_dim must be even and > 0.

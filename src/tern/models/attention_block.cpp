@@ -1,5 +1,8 @@
 #include "tern/models/attention_block.h"
 
+#include <algorithm>
+
+#include "tern/core/error.h"
 #include "tern/kernels/attention.h"
 #include "tern/kernels/matvec.h"
 #include "tern/kernels/ops.h"
@@ -45,21 +48,26 @@ void attention_forward(const AttentionWeights& w, const AttentionShape& s, const
   add_bias(q, w.q_bias, n, q_dim);
   add_bias(k, w.k_bias, n, kv_dim);
   add_bias(v, w.v_bias, n, kv_dim);
+  const int64_t last = start + n - 1;
+  const int64_t keys_seen = s.window > 0 ? std::min(s.window, last + 1) : last + 1;
+  if (keys_seen > kv.capacity(layer))
+    fail("layer {}: the KV cache keeps {} positions, attention needs {}", layer, kv.capacity(layer), keys_seen);
+  float* scores = scratch.get(kScores, attention_decode_scratch_floats(s.n_heads, keys_seen));
+  const AttentionHeads heads{s.n_heads, s.n_kv_heads, s.head_dim, s.scale, w.sinks};
   for (int64_t t = 0; t < n; ++t) {
+    const int64_t pos = start + t;
     float* qt = q + t * q_dim;
     float* kt = k + t * kv_dim;
     norm_heads(qt, s.n_heads, s.head_dim, w.q_norm, s.norm_eps, tmp);
     norm_heads(kt, s.n_kv_heads, s.head_dim, w.k_norm, s.norm_eps, tmp);
-    rope_cos_sin(start + t, s.rope_inv_freq, half, cos, sin);
+    rope_cos_sin(pos, s.rope_inv_freq, half, cos, sin);
     rope_apply_heads(qt, s.n_heads, s.head_dim, cos, sin);
     rope_apply_heads(kt, s.n_kv_heads, s.head_dim, cos, sin);
-    std::copy(kt, kt + kv_dim, kv.keys(layer, start + t));
-    std::copy(v + t * kv_dim, v + (t + 1) * kv_dim, kv.values(layer, start + t));
+    std::copy(kt, kt + kv_dim, kv.keys(layer, pos));
+    std::copy(v + t * kv_dim, v + (t + 1) * kv_dim, kv.values(layer, pos));
+    const int64_t first = s.window > 0 ? std::max<int64_t>(0, pos - s.window + 1) : 0;
+    attention_decode(qt, kv.ring(layer), first, pos, heads, att + t * q_dim, scores, pool);
   }
-  float* scores = scratch.get(kScores, attention_decode_scratch_floats(s.n_heads, start + n));
-  for (int64_t t = 0; t < n; ++t)
-    attention_decode(q + t * q_dim, kv.keys(layer), kv.values(layer), start + t + 1, s.n_heads, s.n_kv_heads,
-                     s.head_dim, s.scale, att + t * q_dim, scores, pool);
   matmul(w.o, att, n, out, pool);
   add_bias(out, w.o_bias, n, s.hidden);
 }

@@ -21,6 +21,7 @@ struct AttentionWeights {
   const float* o_bias = nullptr;
   const float* q_norm = nullptr;  // [head_dim], per-head RMSNorm before RoPE
   const float* k_norm = nullptr;
+  const float* sinks = nullptr;   // [n_heads] attention-sink logits (gpt_oss), or null
 };
 
 struct AttentionShape {
@@ -31,10 +32,14 @@ struct AttentionShape {
   float norm_eps = 1e-6f;
   float scale = 0;                 // softmax scale, usually 1/sqrt(head_dim)
   const float* rope_inv_freq = nullptr;  // [head_dim / 2]
+  int64_t window = 0;              // > 0: query i sees keys j with i - j < window
 };
 
 // x: [n, hidden] normalised inputs of tokens at positions start..start+n-1.
 // Appends their keys/values to `kv` at `layer`; writes out: [n, hidden].
+// Token by token, a token's key and value are stored and then its query
+// attends, so a sliding-window ring of exactly `window` slots suffices for
+// any batch; every query's result is the same as when decoded alone.
 void attention_forward(const AttentionWeights& w, const AttentionShape& s, const float* x, int64_t n,
                        int64_t start, KVCache& kv, int64_t layer, float* out, Scratch& scratch,
                        ThreadPool* pool);

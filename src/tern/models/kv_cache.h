@@ -1,31 +1,44 @@
 #pragma once
-// KVCache — keys and values of every position seen so far, per layer:
-// [max_positions, kv_heads * head_dim] floats each, allocated up front so a
-// context overflow is a clear error, not a reallocation mid-generation.
+// KVCache — keys and values of the positions each layer still needs,
+// allocated up front so a context overflow is a clear error, not a
+// reallocation mid-generation. A full-attention layer keeps every position
+// of the context; a sliding-window layer keeps only its window, as a ring
+// (position p in slot p % capacity). Per layer the width (kv_dim floats per
+// position) may differ.
 #include <cstddef>
 #include <cstdint>
 #include <vector>
+
+#include "tern/kernels/attention.h"
 
 namespace tern {
 
 class KVCache {
  public:
+  // Every layer keeps all max_positions positions of kv_dim floats.
   KVCache(int64_t layers, int64_t max_positions, int64_t kv_dim);
+  // Layer l keeps capacities[l] <= max_positions positions of kv_dims[l] floats.
+  KVCache(int64_t max_positions, std::vector<int64_t> capacities, std::vector<int64_t> kv_dims);
 
   float* keys(int64_t layer, int64_t pos) { return &k_[index(layer, pos)]; }
   float* values(int64_t layer, int64_t pos) { return &v_[index(layer, pos)]; }
-  const float* keys(int64_t layer) const { return &k_[index(layer, 0)]; }
-  const float* values(int64_t layer) const { return &v_[index(layer, 0)]; }
+  // The layer's ring for attention_decode.
+  KVRing ring(int64_t layer) const;
 
   int64_t max_positions() const { return max_positions_; }
-  int64_t kv_dim() const { return kv_dim_; }
+  int64_t capacity(int64_t layer) const { return capacity_[static_cast<size_t>(layer)]; }
+  int64_t kv_dim(int64_t layer) const { return kv_dim_[static_cast<size_t>(layer)]; }
+  int64_t layers() const { return static_cast<int64_t>(capacity_.size()); }
   uint64_t bytes() const { return 2 * k_.size() * sizeof(float); }
 
  private:
   size_t index(int64_t layer, int64_t pos) const {
-    return static_cast<size_t>((layer * max_positions_ + pos) * kv_dim_);
+    const auto l = static_cast<size_t>(layer);
+    return offset_[l] + static_cast<size_t>((pos % capacity_[l]) * kv_dim_[l]);
   }
-  int64_t max_positions_, kv_dim_;
+  int64_t max_positions_;
+  std::vector<int64_t> capacity_, kv_dim_;
+  std::vector<size_t> offset_;
   std::vector<float> k_, v_;
 };
 

@@ -1,5 +1,6 @@
 #include "tern/models/model.h"
 
+#include <algorithm>
 #include <string_view>
 
 #include "tern/core/error.h"
@@ -8,16 +9,23 @@ namespace tern {
 
 // One factory per architecture, each in its own file.
 std::unique_ptr<Model> make_qwen3_moe(const TernModel&, ExpertCache&, ThreadPool*, const ModelOptions&);
+std::unique_ptr<Model> make_gpt_oss(const TernModel&, ExpertCache&, ThreadPool*, const ModelOptions&);
 
 KVCache Model::make_kv_cache(int64_t max_positions) const {
   const ModelConfig& c = config();
-  return KVCache(c.num_layers, max_positions, c.num_kv_heads * c.head_dim);
+  std::vector<int64_t> capacity, width;
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    capacity.push_back(c.layer_is_sliding(l) ? std::min(max_positions, c.sliding_window) : max_positions);
+    width.push_back(c.num_kv_heads * c.head_dim);
+  }
+  return KVCache(max_positions, std::move(capacity), std::move(width));
 }
 
 std::unique_ptr<Model> load_model(const TernModel& model, ExpertCache& cache, ThreadPool* pool,
                                   const ModelOptions& options) {
   const std::string& arch = model.config().architecture;
   if (arch == "qwen3_moe") return make_qwen3_moe(model, cache, pool, options);
+  if (arch == "gpt_oss") return make_gpt_oss(model, cache, pool, options);
   fail("architecture '{}' is recognised but has no forward pass yet", arch);
 }
 

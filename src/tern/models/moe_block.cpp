@@ -21,17 +21,23 @@ Routing route_tokens(const float* logits, int64_t n, const RouterConfig& cfg, fl
   std::vector<int32_t> order(static_cast<size_t>(E));
   for (int64_t t = 0; t < n; ++t) {
     std::copy(logits + t * E, logits + (t + 1) * E, probs);
-    softmax(probs, E);
+    if (cfg.scoring == RouterScoring::SoftmaxThenTopK) softmax(probs, E);
     for (int64_t e = 0; e < E; ++e) order[static_cast<size_t>(e)] = static_cast<int32_t>(e);
     std::partial_sort(order.begin(), order.begin() + K, order.end(), [&](int32_t a, int32_t b) {
       return probs[a] > probs[b] || (probs[a] == probs[b] && a < b);
     });
-    float sum = 0;
-    for (int64_t j = 0; j < K; ++j) sum += probs[order[static_cast<size_t>(j)]];
+    int32_t* experts = &r.experts[static_cast<size_t>(t * K)];
+    float* weights = &r.weights[static_cast<size_t>(t * K)];
     for (int64_t j = 0; j < K; ++j) {
-      int32_t e = order[static_cast<size_t>(j)];
-      r.experts[static_cast<size_t>(t * K + j)] = e;
-      r.weights[static_cast<size_t>(t * K + j)] = cfg.norm_topk_prob ? probs[e] / sum : probs[e];
+      experts[j] = order[static_cast<size_t>(j)];
+      weights[j] = probs[experts[j]];
+    }
+    if (cfg.scoring == RouterScoring::TopKThenSoftmax) {
+      softmax(weights, K);
+    } else if (cfg.norm_topk_prob) {
+      float sum = 0;
+      for (int64_t j = 0; j < K; ++j) sum += weights[j];
+      for (int64_t j = 0; j < K; ++j) weights[j] /= sum;
     }
   }
   return r;
@@ -48,12 +54,40 @@ void swiglu_mlp(const WeightView& gate, const WeightView& up, const WeightView& 
   matmul(down, g, n, out, pool);
 }
 
+namespace {
+
+void add_rows(float* y, const float* bias, int64_t n, int64_t dim) {
+  if (!bias) return;
+  for (int64_t t = 0; t < n; ++t) add(y + t * dim, bias, y + t * dim, dim);
+}
+
+// One expert over m tokens: out [m, hidden].
+void expert_ffn(const WeightView& gate, const WeightView& up, const WeightView& down, const float* gate_bias,
+                const float* up_bias, const float* down_bias, const ExpertFfn& ffn, const float* x, int64_t m,
+                float* out, Scratch& scratch, ThreadPool* pool) {
+  const int64_t I = gate.rows;
+  float* g = scratch.get(kGate, m * I);
+  float* u = scratch.get(kUp, m * I);
+  matmul(gate, x, m, g, pool);
+  matmul(up, x, m, u, pool);
+  add_rows(g, gate_bias, m, I);
+  add_rows(u, up_bias, m, I);
+  if (ffn.swiglu_limit > 0) swiglu_clamped(g, u, g, m * I, ffn.swiglu_limit, ffn.swiglu_alpha);
+  else swiglu(g, u, g, m * I);
+  matmul(down, g, m, out, pool);
+  add_rows(out, down_bias, m, down.rows);
+}
+
+}  // namespace
+
 void moe_forward(const WeightView& router, const RouterConfig& cfg, const ExpertLayer& layer,
                  ExpertCache& cache, const float* x, int64_t n, int64_t hidden, float* out,
-                 Scratch& scratch, ThreadPool* pool, MoeCounters* counters, Routing* routing_out) {
+                 Scratch& scratch, ThreadPool* pool, MoeCounters* counters, Routing* routing_out,
+                 const ExpertFfn& ffn) {
   const int64_t E = cfg.num_experts, K = cfg.top_k;
   float* logits = scratch.get(kLogits, n * E);
   matmul(router, x, n, logits, pool);
+  add_rows(logits, cfg.bias, n, E);
   Routing routing = route_tokens(logits, n, cfg, scratch.get(kProbs, E));
 
   // Tokens per expert, experts ascending.
@@ -67,6 +101,15 @@ void moe_forward(const WeightView& router, const RouterConfig& cfg, const Expert
   const ExpertSection* us = layer.find_section("up");
   const ExpertSection* ds = layer.find_section("down");
   if (!gs || !us || !ds) fail("layer {}: expert records lack gate/up/down sections", layer.layer);
+  // Optional F32 biases (gpt_oss).
+  const ExpertSection* gbs = layer.find_section("gate_bias");
+  const ExpertSection* ubs = layer.find_section("up_bias");
+  const ExpertSection* dbs = layer.find_section("down_bias");
+  for (const ExpertSection* b : {gbs, ubs, dbs})
+    if (b && b->format != TensorFormat::F32) fail("layer {}: expert section {} must be F32", layer.layer, b->name);
+  auto bias = [](const uint8_t* rec, const ExpertSection* s) {
+    return s ? reinterpret_cast<const float*>(rec + s->offset) : nullptr;
+  };
 
   std::fill(out, out + n * hidden, 0.0f);
   std::vector<std::pair<int32_t, const std::vector<std::pair<int64_t, float>>*>> list;
@@ -89,7 +132,7 @@ void moe_forward(const WeightView& router, const RouterConfig& cfg, const Expert
         std::copy(x + toks[static_cast<size_t>(r)].first * hidden, x + (toks[static_cast<size_t>(r)].first + 1) * hidden,
                   xin + r * hidden);
       float* y = scratch.get(kDown, m * hidden);
-      swiglu_mlp(gate, up, down, xin, m, y, scratch, pool);
+      expert_ffn(gate, up, down, bias(rec, gbs), bias(rec, ubs), bias(rec, dbs), ffn, xin, m, y, scratch, pool);
       for (int64_t r = 0; r < m; ++r) {
         const auto& [t, wgt] = toks[static_cast<size_t>(r)];
         axpy(wgt, y + r * hidden, out + t * hidden, hidden);

@@ -10,6 +10,7 @@
 #include "tern/kernels/ops.h"
 #include "tern/kernels/rope.h"
 #include "tern/models/attention_block.h"
+#include "tern/models/decoder.h"
 #include "tern/models/model.h"
 #include "tern/models/trunk_weights.h"
 
@@ -41,21 +42,12 @@ class Qwen3Moe final : public Model {
                ForwardTrace* trace) override {
     const auto n = static_cast<int64_t>(tokens.size());
     const int64_t H = cfg_.hidden_size;
-    if (n == 0) fail("forward called with no tokens");
-    if (start + n > kv.max_positions())
-      fail("context overflow: {} positions needed, the context holds {}", start + n, kv.max_positions());
+    check_forward(n, start, kv);
     float* x = scratch_.get(0, n * H);
     float* xn = scratch_.get(1, n * H);
     float* y = scratch_.get(2, n * H);
-    for (int64_t t = 0; t < n; ++t) {
-      int32_t id = tokens[static_cast<size_t>(t)];
-      if (id < 0 || id >= cfg_.vocab_size) fail("token id {} is outside the vocabulary (0..{})", id, cfg_.vocab_size - 1);
-      dequantize_row(embed_, id, x + t * H);
-    }
-    if (trace) {
-      trace->hidden.assign(static_cast<size_t>(cfg_.num_layers), {});
-      trace->routing.assign(static_cast<size_t>(cfg_.num_layers), {});
-    }
+    embed_tokens(embed_, tokens, cfg_.vocab_size, H, x);
+    start_trace(trace, cfg_.num_layers);
     for (int64_t l = 0; l < cfg_.num_layers; ++l) {
       const Layer& L = layers_[static_cast<size_t>(l)];
       for (int64_t t = 0; t < n; ++t) rmsnorm(x + t * H, L.input_norm, H, shape_.norm_eps, xn + t * H);
@@ -71,10 +63,7 @@ class Qwen3Moe final : public Model {
       add(x, y, x, n * H);
       if (trace) trace->hidden[static_cast<size_t>(l)].assign(x, x + n * H);
     }
-    const int64_t first = all_positions ? 0 : n - 1;
-    const int64_t rows = n - first;
-    for (int64_t t = first; t < n; ++t) rmsnorm(x + t * H, final_norm_, H, shape_.norm_eps, xn + (t - first) * H);
-    matmul(lm_head_, xn, rows, logits, pool_);
+    final_logits(lm_head_, final_norm_, shape_.norm_eps, x, n, H, all_positions, xn, logits, pool_);
   }
 
  private:
