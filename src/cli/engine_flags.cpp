@@ -9,18 +9,44 @@ namespace tern::cli {
 
 void EngineFlags::add(CLI::App* cmd) {
   cmd->add_option("model", model, ".tern model directory (made by `tern install`)")->required();
-  cmd->add_option("--ram", ram, "Expert cache budget, e.g. 512M, 4G (default: all experts, at most half of RAM)");
+  cmd->add_option("--ram", ram,
+                  "Expert cache budget, e.g. 512M, 4G, or auto (plan from available memory and the cgroup limit); "
+                  "default: all experts, at most half of RAM");
   cmd->add_option("--threads", threads, "Compute threads (default: all cores)")->check(CLI::NonNegativeNumber);
   cmd->add_option("--ctx", ctx, "Context length in tokens (default: min(model max, 4096))")->check(CLI::NonNegativeNumber);
   cmd->add_flag("--no-verify", no_verify, "Skip checksums of trunk and experts on read (benchmarks)");
   cmd->add_flag("--buffered-io", buffered_io, "Read experts through the page cache instead of O_DIRECT");
   cmd->add_flag("--stats", stats, "Print speed, cache and memory statistics to stderr");
+  cmd->add_option("--io", io, "Expert reads: uring (default), pread (thread pool), mmap (baseline)");
+  cmd->add_option("--queue-depth", queue_depth, "Expert reads in flight (default 8)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--mirror", mirrors, "A replica of the model's experts.bin on another disk (repeatable)");
+  cmd->add_option("--policy", policy, "Expert cache eviction: lru (default), lfu, lookahead");
+  cmd->add_option("--prefetch", prefetch, "MoE layers whose experts are predicted and read ahead (0 = off; default 1)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--prefetch-margin", prefetch_margin, "Experts beyond top-k read ahead per token and layer")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--pin-hot", pin_hot, "Keep the most used experts (from usage.bin) resident, up to SIZE");
+  cmd->add_option("--prefill-chunk", prefill_chunk, "Prompt tokens per forward step (default 256)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_flag("--preload", preload, "Read every expert at start (the budget must hold them all)");
+  cmd->add_flag("--no-usage", no_usage, "Do not update usage.bin beside the model");
 }
 
 EngineOptions EngineFlags::options() const {
   EngineOptions o;
   o.model = model;
-  if (!ram.empty()) o.ram_bytes = parse_size(ram);
+  if (ram == "auto") o.ram_auto = true;
+  else if (!ram.empty()) o.ram_bytes = parse_size(ram);
+  o.io = parse_io_backend(io);
+  o.queue_depth = queue_depth;
+  for (const auto& m : mirrors) o.mirrors.emplace_back(m);
+  o.policy = parse_cache_policy(policy);
+  o.prefetch_depth = prefetch;
+  o.prefetch_margin = prefetch_margin;
+  if (!pin_hot.empty()) o.pin_hot_bytes = parse_size(pin_hot);
+  o.prefill_chunk = prefill_chunk;
+  o.preload = preload;
+  o.record_usage = !no_usage;
   o.threads = threads;
   o.context = ctx;
   o.verify = !no_verify;

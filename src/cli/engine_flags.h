@@ -20,6 +20,16 @@ struct EngineFlags {
   bool no_verify = false;
   bool buffered_io = false;
   bool stats = false;
+  std::string io = "uring";
+  int queue_depth = 0;
+  std::vector<std::string> mirrors;
+  std::string policy = "lru";
+  int prefetch = -1;
+  int64_t prefetch_margin = 0;
+  std::string pin_hot;
+  int64_t prefill_chunk = 0;
+  bool preload = false;
+  bool no_usage = false;
 
   void add(CLI::App* cmd);
   EngineOptions options() const;

@@ -94,7 +94,9 @@ TEST_F(ExpertCacheTest, ReadErrorIsClearAndLosesNothing) {
 }
 
 TEST_F(ExpertCacheTest, BufferedAndDirectReadsAgree) {
-  ExpertStore buffered(*model, {.direct_io = false, .verify = true});
+  ExpertStoreOptions opt;
+  opt.direct_io = false;
+  ExpertStore buffered(*model, opt);
   ExpertCache a(*store, 2 * stride()), b(buffered, 2 * stride());
   auto ha = a.acquire(layer(1), 7);
   auto hb = b.acquire(layer(1), 7);

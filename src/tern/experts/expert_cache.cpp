@@ -8,28 +8,60 @@
 
 namespace tern {
 
+namespace {
+
+double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+std::string_view cache_policy_name(CachePolicy policy) {
+  switch (policy) {
+    case CachePolicy::Lru: return "lru";
+    case CachePolicy::Lfu: return "lfu";
+    case CachePolicy::Lookahead: return "lookahead";
+  }
+  return "?";
+}
+
+CachePolicy parse_cache_policy(std::string_view name) {
+  for (CachePolicy p : {CachePolicy::Lru, CachePolicy::Lfu, CachePolicy::Lookahead})
+    if (name == cache_policy_name(p)) return p;
+  fail("--policy '{}' is not one of: lru, lfu, lookahead", name);
+}
+
 ExpertCache::Handle::Handle(Handle&& o) noexcept
-    : cache_(std::exchange(o.cache_, nullptr)), key_(o.key_), data_(std::exchange(o.data_, nullptr)) {}
+    : cache_(std::exchange(o.cache_, nullptr)), entry_(std::exchange(o.entry_, nullptr)) {}
 
 ExpertCache::Handle& ExpertCache::Handle::operator=(Handle&& o) noexcept {
   if (this != &o) {
     release();
     cache_ = std::exchange(o.cache_, nullptr);
-    key_ = o.key_;
-    data_ = std::exchange(o.data_, nullptr);
+    entry_ = std::exchange(o.entry_, nullptr);
   }
   return *this;
 }
 
 ExpertCache::Handle::~Handle() { release(); }
 
-void ExpertCache::Handle::release() {
-  if (cache_) cache_->unpin(key_);
-  cache_ = nullptr;
-  data_ = nullptr;
+const uint8_t* ExpertCache::Handle::data() const {
+  return entry_ ? static_cast<const Entry*>(entry_)->buffer.data() : nullptr;
 }
 
-ExpertCache::ExpertCache(const ExpertStore& store, uint64_t budget_bytes) : store_(store), budget_(budget_bytes) {}
+void ExpertCache::Handle::release() {
+  if (cache_) cache_->unpin(static_cast<Entry*>(entry_));
+  cache_ = nullptr;
+  entry_ = nullptr;
+}
+
+ExpertCache::ExpertCache(ExpertStore& store, uint64_t budget_bytes, CachePolicy policy)
+    : store_(store), budget_(budget_bytes), policy_(policy) {}
+
+ExpertCache::~ExpertCache() {
+  std::unique_lock lock(mu_);
+  landed_.wait(lock, [&] { return loading_ == 0; });
+}
 
 uint64_t ExpertCache::minimum_budget(const Manifest& manifest, int64_t experts_at_once) {
   uint64_t widest = 0;
@@ -37,60 +69,212 @@ uint64_t ExpertCache::minimum_budget(const Manifest& manifest, int64_t experts_a
   return widest * static_cast<uint64_t>(std::max<int64_t>(1, experts_at_once));
 }
 
-void ExpertCache::unpin(uint64_t k) {
+void ExpertCache::unpin(Entry* e) {
   std::lock_guard lock(mu_);
-  auto it = slots_.find(k);
-  if (it != slots_.end() && it->second.pins > 0) --it->second.pins;
+  if (e->pins > 0) --e->pins;
+  // A failed read is forgotten once nobody holds it, so a later request retries.
+  if (e->pins == 0 && e->state == State::Failed) erase(entries_.find(e->key));
 }
 
-AlignedBuffer ExpertCache::make_room(uint64_t bytes) {
-  AlignedBuffer reuse;
-  auto it = lru_.end();
-  while (used_ + bytes > budget_ && it != lru_.begin()) {
-    --it;
-    Slot& slot = slots_.at(*it);
-    if (slot.pins > 0) continue;
-    used_ -= slot.buffer.size();
-    if (!reuse.data() && slot.buffer.size() == bytes) reuse = std::move(slot.buffer);
-    slots_.erase(*it);
-    it = lru_.erase(it);
+void ExpertCache::touch(Entry& e) {
+  e.last_use = ++tick_;
+  lru_.splice(lru_.begin(), lru_, e.lru);
+}
+
+bool ExpertCache::evictable(const Entry& e, bool spare_protected) const {
+  if (e.pins > 0 || e.hot || e.state == State::Loading) return false;
+  return !(spare_protected && protected_.count(e.key));
+}
+
+void ExpertCache::erase(std::unordered_map<uint64_t, Entry>::iterator it) {
+  Entry& e = it->second;
+  used_ -= e.bytes;
+  if (e.prefetched) stats_.prefetch_wasted_bytes += e.bytes;
+  lru_.erase(e.lru);
+  entries_.erase(it);
+}
+
+bool ExpertCache::make_room(uint64_t bytes, bool spare_protected, AlignedBuffer& reuse) {
+  while (used_ + bytes > budget_) {
+    std::unordered_map<uint64_t, Entry>::iterator victim = entries_.end();
+    if (policy_ == CachePolicy::Lfu) {
+      // Least demanded, then least recently used (a scan: a few thousand
+      // entries at most, against milliseconds of reading per miss).
+      uint64_t best_count = ~0ull, best_tick = ~0ull;
+      for (auto it = entries_.begin(); it != entries_.end(); ++it) {
+        if (!evictable(it->second, spare_protected)) continue;
+        auto d = demand_.find(it->first);
+        const uint64_t count = d == demand_.end() ? 0 : d->second;
+        if (count < best_count || (count == best_count && it->second.last_use < best_tick)) {
+          best_count = count;
+          best_tick = it->second.last_use;
+          victim = it;
+        }
+      }
+    } else {
+      const bool spare = spare_protected || policy_ == CachePolicy::Lookahead;
+      for (auto pass : {spare, spare_protected}) {  // lookahead: unprotected first, then any
+        for (auto it = lru_.rbegin(); it != lru_.rend() && victim == entries_.end(); ++it) {
+          auto e = entries_.find(*it);
+          if (evictable(e->second, pass)) victim = e;
+        }
+        if (victim != entries_.end()) break;
+      }
+    }
+    if (victim == entries_.end()) return false;
+    if (!reuse.data() && victim->second.buffer.size() == bytes) reuse = std::move(victim->second.buffer);
+    erase(victim);
     ++stats_.evictions;
   }
-  if (used_ + bytes > budget_)
-    fail("expert cache full: {} of {} budget is held by experts in use; --ram must be at least {}",
-         format_bytes(used_), format_bytes(budget_), format_bytes(used_ + bytes));
-  return reuse;
+  return true;
+}
+
+ExpertCache::Entry& ExpertCache::insert(const ExpertLayer& layer, int64_t expert, AlignedBuffer buffer) {
+  const uint64_t k = key(layer.layer, expert);
+  if (!buffer.data()) buffer = AlignedBuffer(layer.stride);
+  used_ += buffer.size();
+  lru_.push_front(k);
+  Entry& e = entries_[k];
+  e.cache = this;
+  e.key = k;
+  e.buffer = std::move(buffer);
+  e.bytes = e.buffer.size();
+  e.state = State::Loading;
+  e.lru = lru_.begin();
+  e.last_use = ++tick_;
+  if (loading_++ == 0) busy_since_ = now_seconds();
+  return e;
+}
+
+void ExpertCache::start_read(const ExpertLayer& layer, int64_t expert, Entry& e) {
+  try {
+    store_.read_async(layer, expert, e.buffer.data(), &ExpertCache::on_read, &e);
+  } catch (const Error& err) {
+    const std::string message = err.what();
+    on_read(&e, &message);
+  }
+}
+
+void ExpertCache::on_read(void* context, const std::string* error) {
+  auto* e = static_cast<Entry*>(context);
+  ExpertCache& c = *e->cache;
+  std::lock_guard lock(c.mu_);
+  if (error) {
+    e->state = State::Failed;
+    e->error = *error;
+  } else {
+    e->state = State::Ready;
+    c.stats_.bytes_read += e->bytes;
+  }
+  if (--c.loading_ == 0) c.stats_.io_busy_seconds += now_seconds() - c.busy_since_;
+  const bool orphan = e->pins == 0 && e->state == State::Failed;  // a failed prefetch nobody waits for
+  if (orphan) c.erase(c.entries_.find(e->key));
+  c.landed_.notify_all();
+}
+
+ExpertCache::Handle ExpertCache::request(const ExpertLayer& layer, int64_t expert) {
+  const uint64_t k = key(layer.layer, expert);
+  std::unique_lock lock(mu_);
+  for (;;) {
+    auto it = entries_.find(k);
+    if (it != entries_.end() && it->second.state == State::Failed && it->second.pins == 0) {
+      erase(it);  // retry a read that failed earlier
+      it = entries_.end();
+    }
+    if (it != entries_.end()) {
+      Entry& e = it->second;
+      ++stats_.lookups;
+      ++stats_.hits;
+      ++demand_[k];
+      if (e.prefetched) {
+        e.prefetched = false;
+        ++stats_.prefetch_hits;
+        stats_.prefetch_useful_bytes += e.bytes;
+      }
+      touch(e);
+      ++e.pins;
+      return Handle(this, &e);
+    }
+    AlignedBuffer reuse;
+    if (make_room(layer.stride, false, reuse)) {
+      ++stats_.lookups;
+      ++stats_.misses;
+      ++demand_[k];
+      Entry& e = insert(layer, expert, std::move(reuse));
+      e.pins = 1;
+      lock.unlock();
+      start_read(layer, expert, e);
+      return Handle(this, &e);
+    }
+    // No room: wait for prefetches in flight to land (they become evictable);
+    // if nothing is loading, the budget is all pinned by the caller.
+    bool unpinned_loading = false;
+    for (const auto& [key, e] : entries_) unpinned_loading = unpinned_loading || (e.state == State::Loading && e.pins == 0);
+    if (!unpinned_loading) return Handle();
+    landed_.wait(lock);
+  }
+}
+
+bool ExpertCache::ready(const Handle& h) const {
+  std::lock_guard lock(mu_);
+  return static_cast<const Entry*>(h.entry_)->state != State::Loading;
+}
+
+const uint8_t* ExpertCache::wait(Handle& h) {
+  if (!h) fail("ExpertCache::wait on an empty handle");
+  auto* e = static_cast<Entry*>(h.entry_);
+  std::unique_lock lock(mu_);
+  if (e->state == State::Loading) {
+    const double t0 = now_seconds();
+    landed_.wait(lock, [&] { return e->state != State::Loading; });
+    stats_.stall_seconds += now_seconds() - t0;
+  }
+  if (e->state == State::Failed) fail("{}", e->error);
+  return e->buffer.data();
 }
 
 ExpertCache::Handle ExpertCache::acquire(const ExpertLayer& layer, int64_t expert) {
+  Handle h = request(layer, expert);
+  if (!h)
+    fail("expert cache full: {} of {} budget is held by experts in use; --ram must be at least {}",
+         format_bytes(used_bytes()), format_bytes(budget_), format_bytes(used_bytes() + layer.stride));
+  wait(h);
+  return h;
+}
+
+bool ExpertCache::prefetch(const ExpertLayer& layer, int64_t expert) {
+  if (expert < 0 || expert >= layer.num_experts) return false;
   const uint64_t k = key(layer.layer, expert);
+  std::unique_lock lock(mu_);
+  if (entries_.count(k)) return false;
+  AlignedBuffer reuse;
+  if (!make_room(layer.stride, true, reuse)) return false;
+  Entry& e = insert(layer, expert, std::move(reuse));
+  e.prefetched = true;
+  ++stats_.prefetches;
+  lock.unlock();
+  start_read(layer, expert, e);
+  return true;
+}
+
+void ExpertCache::set_protected(const std::vector<uint64_t>& keys) {
   std::lock_guard lock(mu_);
-  ++stats_.lookups;
-  if (auto it = slots_.find(k); it != slots_.end()) {
-    ++stats_.hits;
-    lru_.splice(lru_.begin(), lru_, it->second.lru);
-    ++it->second.pins;
-    return Handle(this, k, it->second.buffer.data());
-  }
-  ++stats_.misses;
-  AlignedBuffer buffer = make_room(layer.stride);
-  if (!buffer.data()) buffer = AlignedBuffer(layer.stride);
-  auto t0 = std::chrono::steady_clock::now();
-  store_.read(layer, expert, buffer.data());  // throws: the buffer is simply freed
-  stats_.read_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  stats_.bytes_read += layer.stride;
-  used_ += buffer.size();
-  lru_.push_front(k);
-  Slot& slot = slots_[k];
-  slot.buffer = std::move(buffer);
-  slot.pins = 1;
-  slot.lru = lru_.begin();
-  return Handle(this, k, slot.buffer.data());
+  protected_.clear();
+  protected_.insert(keys.begin(), keys.end());
+}
+
+void ExpertCache::pin_hot(const ExpertLayer& layer, int64_t expert) {
+  Handle h = acquire(layer, expert);
+  std::lock_guard lock(mu_);
+  auto* e = static_cast<Entry*>(h.entry_);
+  if (!e->hot) hot_ += e->bytes;
+  e->hot = true;
 }
 
 bool ExpertCache::contains(int64_t layer, int64_t expert) const {
   std::lock_guard lock(mu_);
-  return slots_.count(key(layer, expert)) != 0;
+  auto it = entries_.find(key(layer, expert));
+  return it != entries_.end() && it->second.state != State::Failed;
 }
 
 uint64_t ExpertCache::used_bytes() const {
@@ -98,19 +282,37 @@ uint64_t ExpertCache::used_bytes() const {
   return used_;
 }
 
+uint64_t ExpertCache::hot_bytes() const {
+  std::lock_guard lock(mu_);
+  return hot_;
+}
+
 size_t ExpertCache::cached_experts() const {
   std::lock_guard lock(mu_);
-  return slots_.size();
+  return entries_.size();
 }
 
 ExpertCacheStats ExpertCache::stats() const {
   std::lock_guard lock(mu_);
-  return stats_;
+  ExpertCacheStats s = stats_;
+  if (loading_ > 0) s.io_busy_seconds += now_seconds() - busy_since_;
+  return s;
 }
 
 void ExpertCache::reset_stats() {
   std::lock_guard lock(mu_);
   stats_ = {};
+  if (loading_ > 0) busy_since_ = now_seconds();
+}
+
+std::unordered_map<uint64_t, uint64_t> ExpertCache::demand_counts() const {
+  std::lock_guard lock(mu_);
+  return demand_;
+}
+
+void ExpertCache::add_demand_counts(const std::unordered_map<uint64_t, uint64_t>& counts) {
+  std::lock_guard lock(mu_);
+  for (const auto& [k, n] : counts) demand_[k] += n;
 }
 
 }  // namespace tern

@@ -1,84 +1,156 @@
 #pragma once
-// ExpertCache — routed experts held in memory under a byte budget (--ram).
-// acquire() returns a pinned handle (a hit, or a read through the
-// ExpertStore on a miss); the least recently used unpinned expert is evicted
-// to make room. An expert in use is never evicted. Placement never changes
-// results: a record's bytes are the same whether cached or re-read.
+// ExpertCache — routed experts held in memory under one byte budget (--ram)
+// across all layers, filled asynchronously from the ExpertStore.
+//
+// request() pins an expert and, on a miss, starts its read and returns at
+// once; wait() blocks until the record has landed (ready() asks without
+// blocking). So the MoE block submits every read a layer needs, computes the
+// experts already resident, and takes each missing one as it lands.
+// prefetch() starts reads the lookahead predicts, without pinning and
+// without evicting anything in use or predicted. A pinned or loading expert
+// is never evicted; --pin-hot experts never are.
+//
+// Eviction policies (--policy):
+//   lru        least recently demanded first (the default until measured otherwise);
+//   lfu        least often demanded first, least recent among equals;
+//   lookahead  lru, but experts the lookahead predicted for the current and
+//              coming layers (set_protected) are kept while others can go.
+// Placement never changes results: a record's bytes are the same whether
+// cached, prefetched or re-read.
+#include <condition_variable>
 #include <cstdint>
 #include <list>
 #include <mutex>
+#include <string>
+#include <string_view>
 #include <unordered_map>
+#include <unordered_set>
+#include <vector>
 
 #include "tern/core/aligned_buffer.h"
 #include "tern/experts/expert_store.h"
 
 namespace tern {
 
+enum class CachePolicy { Lru, Lfu, Lookahead };
+std::string_view cache_policy_name(CachePolicy policy);
+// "lru", "lfu" or "lookahead"; throws tern::Error naming the choices otherwise.
+CachePolicy parse_cache_policy(std::string_view name);
+
 struct ExpertCacheStats {
-  uint64_t lookups = 0;
-  uint64_t hits = 0;
-  uint64_t misses = 0;
+  uint64_t lookups = 0;         // demanded experts (token-layer-expert, deduplicated per batch)
+  uint64_t hits = 0;            // demanded and already resident or loading
+  uint64_t prefetch_hits = 0;   // ... of which a prefetch had brought or was bringing
+  uint64_t misses = 0;          // demanded and read then
   uint64_t evictions = 0;
-  uint64_t bytes_read = 0;
-  double read_seconds = 0;
+  uint64_t bytes_read = 0;      // demand and prefetch reads
+  uint64_t prefetches = 0;      // prefetch reads started
+  uint64_t prefetch_useful_bytes = 0;  // prefetched records later demanded
+  uint64_t prefetch_wasted_bytes = 0;  // prefetched records evicted without use
+  double io_busy_seconds = 0;   // wall time with at least one read in flight
+  double stall_seconds = 0;     // time callers spent blocked in wait()
 };
 
 class ExpertCache {
  public:
-  ExpertCache(const ExpertStore& store, uint64_t budget_bytes);
+  ExpertCache(ExpertStore& store, uint64_t budget_bytes, CachePolicy policy = CachePolicy::Lru);
+  ~ExpertCache();  // waits for reads in flight
+  ExpertCache(const ExpertCache&) = delete;
+  ExpertCache& operator=(const ExpertCache&) = delete;
 
   // The smallest budget that holds `experts_at_once` experts of the widest
   // layer (a token's top-k must be resident together).
   static uint64_t minimum_budget(const Manifest& manifest, int64_t experts_at_once);
+  static uint64_t key(int64_t layer, int64_t expert) {
+    return (static_cast<uint64_t>(layer) << 32) | static_cast<uint32_t>(expert);
+  }
 
-  // A pinned expert record; unpins on destruction.
+  // A pinned expert; unpins on destruction. data() is valid once ready.
   class Handle {
    public:
     Handle() = default;
     Handle(Handle&& o) noexcept;
     Handle& operator=(Handle&& o) noexcept;
     ~Handle();
-    const uint8_t* data() const { return data_; }
-    explicit operator bool() const { return data_ != nullptr; }
+    const uint8_t* data() const;
+    explicit operator bool() const { return entry_ != nullptr; }
 
    private:
     friend class ExpertCache;
-    Handle(ExpertCache* cache, uint64_t key, const uint8_t* data) : cache_(cache), key_(key), data_(data) {}
+    Handle(ExpertCache* cache, void* entry) : cache_(cache), entry_(entry) {}
     void release();
     ExpertCache* cache_ = nullptr;
-    uint64_t key_ = 0;
-    const uint8_t* data_ = nullptr;
+    void* entry_ = nullptr;
   };
 
+  // Pins the expert, starting its read on a miss. Returns an empty handle
+  // when every byte of the budget is pinned (release some and retry).
+  Handle request(const ExpertLayer& layer, int64_t expert);
+  bool ready(const Handle& handle) const;
+  // Blocks until the record is in memory; throws tern::Error (naming the
+  // expert) if its read failed. A later request reads it again.
+  const uint8_t* wait(Handle& handle);
+  // request + wait; fails clearly when the budget cannot hold the expert.
   Handle acquire(const ExpertLayer& layer, int64_t expert);
-  bool contains(int64_t layer, int64_t expert) const;
 
+  // Starts reading a predicted expert if it is absent and fits without
+  // evicting an expert in use, loading or protected. Never blocks.
+  bool prefetch(const ExpertLayer& layer, int64_t expert);
+  // The lookahead policy keeps these (keys of key()) until the next call.
+  void set_protected(const std::vector<uint64_t>& keys);
+  // Reads the expert now and keeps it for the cache's lifetime (--pin-hot).
+  void pin_hot(const ExpertLayer& layer, int64_t expert);
+
+  bool contains(int64_t layer, int64_t expert) const;
+  CachePolicy policy() const { return policy_; }
   uint64_t budget() const { return budget_; }
   uint64_t used_bytes() const;
+  uint64_t hot_bytes() const;
   size_t cached_experts() const;
   ExpertCacheStats stats() const;
   void reset_stats();
+  // How often each expert was demanded since the cache was made, by key().
+  std::unordered_map<uint64_t, uint64_t> demand_counts() const;
+  void add_demand_counts(const std::unordered_map<uint64_t, uint64_t>& counts);  // seeds LFU
 
  private:
-  struct Slot {
+  enum class State { Loading, Ready, Failed };
+  struct Entry {
+    ExpertCache* cache = nullptr;
+    uint64_t key = 0;
     AlignedBuffer buffer;
+    uint64_t bytes = 0;  // buffer.size(), kept when the buffer moves to a new entry
+    State state = State::Loading;
+    std::string error;
     int pins = 0;
+    bool hot = false;         // --pin-hot: never evicted
+    bool prefetched = false;  // brought by a prefetch, not yet demanded
+    uint64_t last_use = 0;
     std::list<uint64_t>::iterator lru;
   };
-  static uint64_t key(int64_t layer, int64_t expert) {
-    return (static_cast<uint64_t>(layer) << 32) | static_cast<uint32_t>(expert);
-  }
-  void unpin(uint64_t key);
-  // Frees unpinned experts, least recently used first, until `bytes` fit.
-  // Returns a freed buffer of exactly `bytes` if one came free (reused).
-  AlignedBuffer make_room(uint64_t bytes);
+  static void on_read(void* context, const std::string* error);
+  void unpin(Entry* e);
+  void touch(Entry& e);
+  bool evictable(const Entry& e, bool spare_protected) const;
+  // Frees experts by policy until `bytes` more fit; false if they cannot.
+  // A freed buffer of exactly `bytes` is handed back for reuse.
+  bool make_room(uint64_t bytes, bool spare_protected, AlignedBuffer& reuse);
+  Entry& insert(const ExpertLayer& layer, int64_t expert, AlignedBuffer buffer);  // Loading, under mu_
+  void start_read(const ExpertLayer& layer, int64_t expert, Entry& e);
+  void erase(std::unordered_map<uint64_t, Entry>::iterator it);
 
-  const ExpertStore& store_;
+  ExpertStore& store_;
   const uint64_t budget_;
+  const CachePolicy policy_;
   mutable std::mutex mu_;
-  std::unordered_map<uint64_t, Slot> slots_;
-  std::list<uint64_t> lru_;  // front = most recently used
-  uint64_t used_ = 0;
+  std::condition_variable landed_;
+  std::unordered_map<uint64_t, Entry> entries_;
+  std::list<uint64_t> lru_;  // front = most recently demanded
+  std::unordered_map<uint64_t, uint64_t> demand_;
+  std::unordered_set<uint64_t> protected_;
+  uint64_t used_ = 0, hot_ = 0, tick_ = 0;
+  int loading_ = 0;
+  double busy_since_ = 0;
   ExpertCacheStats stats_;
 };
 

@@ -41,7 +41,7 @@ RopeScaling rope_scaling_of(const ModelConfig& c) {
 class GptOss final : public Model {
  public:
   GptOss(const TernModel& tm, ExpertCache& cache, ThreadPool* pool, const ModelOptions& opt)
-      : cfg_(tm.config()), tm_(tm), cache_(cache), pool_(pool), w_(tm, opt.verify_trunk) {
+      : cfg_(tm.config()), tm_(tm), cache_(cache), pool_(pool), opt_(opt), w_(tm, opt.verify_trunk) {
     const auto& c = cfg_;
     const RopeScaling rope = rope_scaling_of(c);
     inv_freq_ = rope_inv_freq(c.head_dim, c.rope_theta, rope);
@@ -53,6 +53,7 @@ class GptOss final : public Model {
     lm_head_ = c.tie_word_embeddings ? embed_ : w_.matrix("lm_head.weight");
     final_norm_ = w_.vector("model.norm.weight");
     for (int64_t l = 0; l < c.num_layers; ++l) layers_.push_back(load_layer(l));
+    for (const Layer& L : layers_) moe_.push_back(L.moe);
   }
 
   const ModelConfig& config() const override { return cfg_; }
@@ -76,8 +77,9 @@ class GptOss final : public Model {
       attention_forward(L.attn, shape, xn, n, start, kv, l, y, attn_scratch_, pool_);
       add(x, y, x, n * H);
       for (int64_t t = 0; t < n; ++t) rmsnorm(x + t * H, L.post_norm, H, shape_.norm_eps, xn + t * H);
-      moe_forward(L.router, L.routing, *L.experts, cache_, xn, n, H, y, mlp_scratch_, pool_, &counters_,
-                  trace ? &trace->routing[static_cast<size_t>(l)] : nullptr, ffn_);
+      const Lookahead ahead = lookahead_after(moe_, l, opt_.prefetch_depth, x, shape_.norm_eps, opt_.prefetch_margin);
+      moe_forward(L.moe, cache_, xn, n, H, y, mlp_scratch_, pool_, &counters_,
+                  trace ? &trace->routing[static_cast<size_t>(l)] : nullptr, ffn_, &ahead);
       add(x, y, x, n * H);
       if (trace) trace->hidden[static_cast<size_t>(l)].assign(x, x + n * H);
     }
@@ -89,9 +91,7 @@ class GptOss final : public Model {
     const float* input_norm = nullptr;
     const float* post_norm = nullptr;
     AttentionWeights attn;
-    WeightView router;
-    RouterConfig routing;
-    const ExpertLayer* experts = nullptr;
+    MoeLayerRef moe;
   };
 
   Layer load_layer(int64_t l) {
@@ -107,11 +107,12 @@ class GptOss final : public Model {
       *bias = w_.vector(p + "self_attn." + name + ".bias");
     }
     L.attn.sinks = w_.vector(p + "self_attn.sinks");
-    L.router = w_.matrix(p + "mlp.router.weight");
-    L.routing = {cfg_.num_experts, cfg_.num_experts_per_tok, false, RouterScoring::TopKThenSoftmax,
-                 w_.vector(p + "mlp.router.bias")};
-    L.experts = tm_.manifest().find_expert_layer(l);
-    if (!L.experts) fail("layer {} has no experts in the container", l);
+    L.moe.router = w_.matrix(p + "mlp.router.weight");
+    L.moe.routing = {cfg_.num_experts, cfg_.num_experts_per_tok, false, RouterScoring::TopKThenSoftmax,
+                     w_.vector(p + "mlp.router.bias")};
+    L.moe.experts = tm_.manifest().find_expert_layer(l);
+    L.moe.input_norm = L.post_norm;
+    if (!L.moe.experts) fail("layer {} has no experts in the container", l);
     return L;
   }
 
@@ -119,6 +120,7 @@ class GptOss final : public Model {
   const TernModel& tm_;
   ExpertCache& cache_;
   ThreadPool* pool_;
+  ModelOptions opt_;
   TrunkWeights w_;
   std::vector<float> inv_freq_;
   AttentionShape shape_;
@@ -126,6 +128,7 @@ class GptOss final : public Model {
   WeightView embed_, lm_head_;
   const float* final_norm_ = nullptr;
   std::vector<Layer> layers_;
+  std::vector<MoeLayerRef> moe_;  // per layer (experts null for dense layers)
   Scratch scratch_, attn_scratch_, mlp_scratch_;
 };
 

@@ -11,14 +11,30 @@ namespace tern {
 std::unique_ptr<Model> make_qwen3_moe(const TernModel&, ExpertCache&, ThreadPool*, const ModelOptions&);
 std::unique_ptr<Model> make_gpt_oss(const TernModel&, ExpertCache&, ThreadPool*, const ModelOptions&);
 
-KVCache Model::make_kv_cache(int64_t max_positions) const {
-  const ModelConfig& c = config();
-  std::vector<int64_t> capacity, width;
+namespace {
+
+// Per layer: positions kept (a sliding layer keeps its window) and floats per position.
+void kv_layout(const ModelConfig& c, int64_t max_positions, std::vector<int64_t>& capacity, std::vector<int64_t>& width) {
   for (int64_t l = 0; l < c.num_layers; ++l) {
     capacity.push_back(c.layer_is_sliding(l) ? std::min(max_positions, c.sliding_window) : max_positions);
     width.push_back(c.num_kv_heads * c.head_dim);
   }
+}
+
+}  // namespace
+
+KVCache Model::make_kv_cache(int64_t max_positions) const {
+  std::vector<int64_t> capacity, width;
+  kv_layout(config(), max_positions, capacity, width);
   return KVCache(max_positions, std::move(capacity), std::move(width));
+}
+
+uint64_t kv_cache_bytes(const ModelConfig& config, int64_t max_positions) {
+  std::vector<int64_t> capacity, width;
+  kv_layout(config, max_positions, capacity, width);
+  uint64_t floats = 0;
+  for (size_t l = 0; l < capacity.size(); ++l) floats += static_cast<uint64_t>(capacity[l] * width[l]);
+  return 2 * floats * sizeof(float);
 }
 
 std::unique_ptr<Model> load_model(const TernModel& model, ExpertCache& cache, ThreadPool* pool,

@@ -46,7 +46,14 @@ class Model {
 
 struct ModelOptions {
   bool verify_trunk = true;
+  // Lookahead prefetch (models/moe_block.h): MoE layers predicted ahead
+  // (0 = off) and experts beyond top-k per token and layer.
+  int prefetch_depth = 0;
+  int64_t prefetch_margin = 0;
 };
+
+// Bytes of the KV cache make_kv_cache(max_positions) allocates for this config.
+uint64_t kv_cache_bytes(const ModelConfig& config, int64_t max_positions);
 
 std::unique_ptr<Model> load_model(const TernModel& model, ExpertCache& cache, ThreadPool* pool,
                                   const ModelOptions& options = {});

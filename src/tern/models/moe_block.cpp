@@ -10,7 +10,7 @@
 namespace tern {
 
 namespace {
-enum Slot { kLogits = 0, kProbs, kGate, kUp, kAct, kIn, kDown };
+enum Slot { kLogits = 0, kProbs, kGate, kUp, kAct, kIn, kDown, kOut, kPredict, kNormed };
 }
 
 Routing route_tokens(const float* logits, int64_t n, const RouterConfig& cfg, float* probs) {
@@ -80,22 +80,81 @@ void expert_ffn(const WeightView& gate, const WeightView& up, const WeightView& 
 
 }  // namespace
 
-void moe_forward(const WeightView& router, const RouterConfig& cfg, const ExpertLayer& layer,
-                 ExpertCache& cache, const float* x, int64_t n, int64_t hidden, float* out,
+Lookahead lookahead_after(const std::vector<MoeLayerRef>& layers, int64_t l, int depth, const float* residual,
+                          float norm_eps, int64_t margin) {
+  Lookahead la;
+  la.residual = residual;
+  la.norm_eps = norm_eps;
+  la.margin = margin;
+  for (size_t j = static_cast<size_t>(l) + 1; j < layers.size() && static_cast<int>(la.next.size()) < depth; ++j)
+    if (layers[j].experts) la.next.push_back(&layers[j]);
+  return la;
+}
+
+namespace {
+
+// Prefetches each next layer's predicted experts for every token, nearest
+// layer first, and tells the cache which experts are predicted (the
+// lookahead policy keeps them, with the current layer's).
+void prefetch_ahead(const Lookahead& la, const MoeLayerRef& current, const std::vector<int32_t>& needed, int64_t n,
+                    int64_t hidden, ExpertCache& cache, Scratch& scratch, ThreadPool* pool) {
+  std::vector<uint64_t> keep;
+  std::vector<std::pair<const ExpertLayer*, int32_t>> wanted;
+  for (int32_t e : needed) keep.push_back(ExpertCache::key(current.experts->layer, e));
+  float* xn = scratch.get(kNormed, n * hidden);
+  for (const MoeLayerRef* next : la.next) {
+    const RouterConfig& rc = next->routing;
+    for (int64_t t = 0; t < n; ++t) rmsnorm(la.residual + t * hidden, next->input_norm, hidden, la.norm_eps, xn + t * hidden);
+    float* logits = scratch.get(kPredict, n * rc.num_experts);
+    matmul(next->router, xn, n, logits, pool);
+    add_rows(logits, rc.bias, n, rc.num_experts);
+    RouterConfig wide = rc;
+    wide.top_k = std::min(rc.num_experts, rc.top_k + la.margin);
+    const Routing predicted = route_tokens(logits, n, wide, scratch.get(kProbs, rc.num_experts));
+    for (int32_t e : predicted.experts) {
+      keep.push_back(ExpertCache::key(next->experts->layer, e));
+      wanted.push_back({next->experts, e});
+    }
+  }
+  cache.set_protected(keep);
+  for (const auto& [layer, e] : wanted) cache.prefetch(*layer, e);
+}
+
+}  // namespace
+
+void moe_forward(const MoeLayerRef& ref, ExpertCache& cache, const float* x, int64_t n, int64_t hidden, float* out,
                  Scratch& scratch, ThreadPool* pool, MoeCounters* counters, Routing* routing_out,
-                 const ExpertFfn& ffn) {
+                 const ExpertFfn& ffn, const Lookahead* lookahead) {
+  const RouterConfig& cfg = ref.routing;
+  const ExpertLayer& layer = *ref.experts;
   const int64_t E = cfg.num_experts, K = cfg.top_k;
   float* logits = scratch.get(kLogits, n * E);
-  matmul(router, x, n, logits, pool);
+  matmul(ref.router, x, n, logits, pool);
   add_rows(logits, cfg.bias, n, E);
   Routing routing = route_tokens(logits, n, cfg, scratch.get(kProbs, E));
 
-  // Tokens per expert, experts ascending.
+  // Tokens per expert, experts ascending; each expert's outputs get rows
+  // [first_row, first_row + tokens) of one buffer.
   std::map<int32_t, std::vector<std::pair<int64_t, float>>> by_expert;
   for (int64_t t = 0; t < n; ++t)
     for (int64_t j = 0; j < K; ++j)
       by_expert[routing.experts[static_cast<size_t>(t * K + j)]].push_back(
           {t, routing.weights[static_cast<size_t>(t * K + j)]});
+  struct Job {
+    int32_t expert;
+    const std::vector<std::pair<int64_t, float>>* tokens;
+    int64_t first_row;
+    ExpertCache::Handle handle;
+    bool done = false;
+  };
+  std::vector<Job> jobs;
+  std::vector<int32_t> needed;
+  int64_t rows = 0;
+  for (const auto& [e, toks] : by_expert) {
+    jobs.push_back({e, &toks, rows, {}, false});
+    needed.push_back(e);
+    rows += static_cast<int64_t>(toks.size());
+  }
 
   const ExpertSection* gs = layer.find_section("gate");
   const ExpertSection* us = layer.find_section("up");
@@ -111,37 +170,55 @@ void moe_forward(const WeightView& router, const RouterConfig& cfg, const Expert
     return s ? reinterpret_cast<const float*>(rec + s->offset) : nullptr;
   };
 
-  std::fill(out, out + n * hidden, 0.0f);
-  std::vector<std::pair<int32_t, const std::vector<std::pair<int64_t, float>>*>> list;
-  for (const auto& [e, toks] : by_expert) list.push_back({e, &toks});
-  // Experts are acquired (read if missing) up to top_k at a time, then used.
-  std::vector<ExpertCache::Handle> handles;
-  for (size_t first = 0; first < list.size(); first += static_cast<size_t>(K)) {
-    size_t last = std::min(list.size(), first + static_cast<size_t>(K));
-    handles.clear();
-    for (size_t i = first; i < last; ++i) handles.push_back(cache.acquire(layer, list[i].first));
-    for (size_t i = first; i < last; ++i) {
-      const uint8_t* rec = handles[i - first].data();
-      const auto& toks = *list[i].second;
-      const auto m = static_cast<int64_t>(toks.size());
-      WeightView gate{rec + gs->offset, gs->format, gs->shape[0], gs->shape[1]};
-      WeightView up{rec + us->offset, us->format, us->shape[0], us->shape[1]};
-      WeightView down{rec + ds->offset, ds->format, ds->shape[0], ds->shape[1]};
-      float* xin = scratch.get(kIn, m * hidden);
-      for (int64_t r = 0; r < m; ++r)
-        std::copy(x + toks[static_cast<size_t>(r)].first * hidden, x + (toks[static_cast<size_t>(r)].first + 1) * hidden,
-                  xin + r * hidden);
-      float* y = scratch.get(kDown, m * hidden);
-      expert_ffn(gate, up, down, bias(rec, gbs), bias(rec, ubs), bias(rec, dbs), ffn, xin, m, y, scratch, pool);
-      for (int64_t r = 0; r < m; ++r) {
-        const auto& [t, wgt] = toks[static_cast<size_t>(r)];
-        axpy(wgt, y + r * hidden, out + t * hidden, hidden);
-      }
+  // Request every expert (reads start now), as many as the budget holds.
+  size_t requested = 0;
+  auto request_more = [&] {
+    while (requested < jobs.size()) {
+      ExpertCache::Handle h = cache.request(layer, jobs[requested].expert);
+      if (!h) break;
+      jobs[requested++].handle = std::move(h);
     }
+  };
+  request_more();
+  if (requested == 0) cache.acquire(layer, jobs[0].expert);  // fails clearly: the budget cannot hold one expert
+  if (lookahead && !lookahead->next.empty()) prefetch_ahead(*lookahead, ref, needed, n, hidden, cache, scratch, pool);
+
+  float* y_all = scratch.get(kOut, rows * hidden);
+  size_t remaining = jobs.size();
+  while (remaining > 0) {
+    // The first requested expert that is ready, else the first still loading.
+    Job* job = nullptr;
+    for (size_t i = 0; i < requested && !job; ++i)
+      if (!jobs[i].done && cache.ready(jobs[i].handle)) job = &jobs[i];
+    for (size_t i = 0; i < requested && !job; ++i)
+      if (!jobs[i].done) job = &jobs[i];
+    const uint8_t* rec = cache.wait(job->handle);
+    const auto& toks = *job->tokens;
+    const auto m = static_cast<int64_t>(toks.size());
+    WeightView gate{rec + gs->offset, gs->format, gs->shape[0], gs->shape[1]};
+    WeightView up{rec + us->offset, us->format, us->shape[0], us->shape[1]};
+    WeightView down{rec + ds->offset, ds->format, ds->shape[0], ds->shape[1]};
+    float* xin = scratch.get(kIn, m * hidden);
+    for (int64_t r = 0; r < m; ++r)
+      std::copy(x + toks[static_cast<size_t>(r)].first * hidden, x + (toks[static_cast<size_t>(r)].first + 1) * hidden,
+                xin + r * hidden);
+    expert_ffn(gate, up, down, bias(rec, gbs), bias(rec, ubs), bias(rec, dbs), ffn, xin, m,
+               y_all + job->first_row * hidden, scratch, pool);
+    job->done = true;
+    job->handle = ExpertCache::Handle();  // its budget can serve the next request
+    --remaining;
+    request_more();
   }
+  // Combine in ascending expert id, whatever order the experts were computed in.
+  std::fill(out, out + n * hidden, 0.0f);
+  for (const Job& job : jobs)
+    for (size_t r = 0; r < job.tokens->size(); ++r) {
+      const auto& [t, wgt] = (*job.tokens)[r];
+      axpy(wgt, y_all + (job.first_row + static_cast<int64_t>(r)) * hidden, out + t * hidden, hidden);
+    }
   if (counters) {
     counters->experts_needed += static_cast<uint64_t>(n * K);
-    counters->experts_loaded += list.size();
+    counters->experts_loaded += jobs.size();
   }
   if (routing_out) *routing_out = std::move(routing);
 }

@@ -58,11 +58,43 @@ struct MoeCounters {
   uint64_t experts_loaded = 0;  // distinct experts acquired
 };
 
+// One MoE layer as the block runs it: its router and routing rule, its
+// experts in the container, and the RMSNorm weight its MoE input is
+// normalised with (the lookahead applies it to an earlier layer's residual
+// to predict this layer's experts).
+struct MoeLayerRef {
+  WeightView router;
+  RouterConfig routing;
+  const ExpertLayer* experts = nullptr;
+  const float* input_norm = nullptr;
+};
+
+// Lookahead prefetch while a layer runs: each following layer's router is
+// applied to this layer's residual stream (normalised with that layer's own
+// norm) and every token's top-(k + margin) experts there are read ahead, so
+// their reads overlap this layer's compute. Predictions only warm the cache;
+// they never change results.
+struct Lookahead {
+  std::vector<const MoeLayerRef*> next;  // nearest first; empty: off
+  const float* residual = nullptr;       // [n, hidden], before this layer's MoE norm
+  float norm_eps = 1e-6f;
+  int64_t margin = 0;
+};
+
+// The `depth` MoE layers after layer `l` of `layers` (one entry per layer,
+// experts == null for dense layers), as a Lookahead over `residual`.
+Lookahead lookahead_after(const std::vector<MoeLayerRef>& layers, int64_t l, int depth, const float* residual,
+                          float norm_eps, int64_t margin);
+
 // x: [n, hidden] normalised inputs; out: [n, hidden].
-void moe_forward(const WeightView& router, const RouterConfig& cfg, const ExpertLayer& layer,
-                 ExpertCache& cache, const float* x, int64_t n, int64_t hidden, float* out,
+// Streams: every expert the batch needs is requested at once (reads start for
+// the missing ones), the resident ones are computed while the others are in
+// flight, each missing one as it lands, then the outputs are combined per
+// token in ascending expert id, so the result is the same bits whatever was
+// cached, prefetched or read, and in whatever order the reads landed.
+void moe_forward(const MoeLayerRef& layer, ExpertCache& cache, const float* x, int64_t n, int64_t hidden, float* out,
                  Scratch& scratch, ThreadPool* pool, MoeCounters* counters, Routing* routing_out,
-                 const ExpertFfn& ffn = {});
+                 const ExpertFfn& ffn = {}, const Lookahead* lookahead = nullptr);
 
 // Dense SwiGLU MLP: out = down(silu(gate(x)) * up(x)).
 void swiglu_mlp(const WeightView& gate, const WeightView& up, const WeightView& down, const float* x,

@@ -21,7 +21,7 @@ namespace {
 class Qwen3Moe final : public Model {
  public:
   Qwen3Moe(const TernModel& tm, ExpertCache& cache, ThreadPool* pool, const ModelOptions& opt)
-      : cfg_(tm.config()), tm_(tm), cache_(cache), pool_(pool), w_(tm, opt.verify_trunk) {
+      : cfg_(tm.config()), tm_(tm), cache_(cache), pool_(pool), opt_(opt), w_(tm, opt.verify_trunk) {
     const auto& c = cfg_;
     if (c.rope_scaling && c.rope_scaling->type != "default")
       fail("rope_scaling type '{}' is not implemented yet for qwen3_moe", c.rope_scaling->type);
@@ -33,6 +33,7 @@ class Qwen3Moe final : public Model {
     lm_head_ = c.tie_word_embeddings ? embed_ : w_.matrix("lm_head.weight");
     final_norm_ = w_.vector("model.norm.weight");
     for (int64_t l = 0; l < c.num_layers; ++l) layers_.push_back(load_layer(l));
+    for (const Layer& L : layers_) moe_.push_back(L.moe);
   }
 
   const ModelConfig& config() const override { return cfg_; }
@@ -54,9 +55,10 @@ class Qwen3Moe final : public Model {
       attention_forward(L.attn, shape_, xn, n, start, kv, l, y, attn_scratch_, pool_);
       add(x, y, x, n * H);
       for (int64_t t = 0; t < n; ++t) rmsnorm(x + t * H, L.post_norm, H, shape_.norm_eps, xn + t * H);
-      if (L.experts) {
-        moe_forward(L.router, router_, *L.experts, cache_, xn, n, H, y, mlp_scratch_, pool_, &counters_,
-                    trace ? &trace->routing[static_cast<size_t>(l)] : nullptr);
+      if (L.moe.experts) {
+        const Lookahead ahead = lookahead_after(moe_, l, opt_.prefetch_depth, x, shape_.norm_eps, opt_.prefetch_margin);
+        moe_forward(L.moe, cache_, xn, n, H, y, mlp_scratch_, pool_, &counters_,
+                    trace ? &trace->routing[static_cast<size_t>(l)] : nullptr, {}, &ahead);
       } else {
         swiglu_mlp(L.gate, L.up, L.down, xn, n, y, mlp_scratch_, pool_);
       }
@@ -71,8 +73,8 @@ class Qwen3Moe final : public Model {
     const float* input_norm = nullptr;
     const float* post_norm = nullptr;
     AttentionWeights attn;
-    WeightView router, gate, up, down;
-    const ExpertLayer* experts = nullptr;  // null for dense layers
+    MoeLayerRef moe;  // experts null for dense layers
+    WeightView gate, up, down;
   };
 
   Layer load_layer(int64_t l) {
@@ -93,9 +95,11 @@ class Qwen3Moe final : public Model {
     L.attn.q_norm = w_.vector(p + "self_attn.q_norm.weight");
     L.attn.k_norm = w_.vector(p + "self_attn.k_norm.weight");
     if (cfg_.layer_is_moe(l)) {
-      L.router = w_.matrix(p + "mlp.gate.weight");
-      L.experts = tm_.manifest().find_expert_layer(l);
-      if (!L.experts) fail("layer {} is MoE but the container has no experts for it", l);
+      L.moe.router = w_.matrix(p + "mlp.gate.weight");
+      L.moe.routing = router_;
+      L.moe.experts = tm_.manifest().find_expert_layer(l);
+      L.moe.input_norm = L.post_norm;
+      if (!L.moe.experts) fail("layer {} is MoE but the container has no experts for it", l);
     } else {
       L.gate = w_.matrix(p + "mlp.gate_proj.weight");
       L.up = w_.matrix(p + "mlp.up_proj.weight");
@@ -108,6 +112,7 @@ class Qwen3Moe final : public Model {
   const TernModel& tm_;
   ExpertCache& cache_;
   ThreadPool* pool_;
+  ModelOptions opt_;
   TrunkWeights w_;
   std::vector<float> inv_freq_;
   AttentionShape shape_;
@@ -115,6 +120,7 @@ class Qwen3Moe final : public Model {
   WeightView embed_, lm_head_;
   const float* final_norm_ = nullptr;
   std::vector<Layer> layers_;
+  std::vector<MoeLayerRef> moe_;  // per layer (experts null for dense layers)
   Scratch scratch_, attn_scratch_, mlp_scratch_;
 };
 

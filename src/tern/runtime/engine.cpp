@@ -8,7 +8,10 @@
 #include "tern/core/file.h"
 #include "tern/core/json.h"
 #include "tern/core/memory.h"
+#include "tern/core/log.h"
 #include "tern/core/units.h"
+#include "tern/experts/usage_stats.h"
+#include "tern/runtime/memory_plan.h"
 
 namespace tern {
 
@@ -33,11 +36,36 @@ Engine::Engine(const EngineOptions& opt) {
   const ModelConfig& cfg = container_->config();
   const Manifest& m = container_->manifest();
 
+  context_ = opt.context > 0 ? opt.context : std::min<int64_t>(cfg.max_position_embeddings, 4096);
+  if (context_ > cfg.max_position_embeddings)
+    fail("--ctx {} exceeds the model's max_position_embeddings {}", context_, cfg.max_position_embeddings);
+  prefill_chunk_ = opt.prefill_chunk > 0 ? opt.prefill_chunk : kDefaultPrefillChunk;
+
   uint64_t all_experts = 0;
   for (const auto& l : m.expert_layers) all_experts += l.stride * static_cast<uint64_t>(l.num_experts);
   const uint64_t minimum = ExpertCache::minimum_budget(m, cfg.num_experts_per_tok);
   uint64_t budget;
-  if (opt.ram_bytes) {
+  if (opt.ram_auto) {
+    const ModelSummary summary = container_->summary();
+    MemoryNeeds needs;
+    needs.available = available_memory_bytes();
+    needs.cgroup_limit = cgroup_memory_limit_bytes();
+    needs.trunk = m.trunk_size;
+    needs.kv = kv_cache_bytes(cfg, context_);
+    // Activations of one prefill chunk (residual, norms, attention, expert
+    // inputs and outputs, logits), with room to spare.
+    const auto hidden = static_cast<uint64_t>(std::max(cfg.hidden_size, cfg.num_heads * cfg.head_dim));
+    needs.scratch = static_cast<uint64_t>(prefill_chunk_) * 4 *
+                        (hidden * (8 + static_cast<uint64_t>(cfg.num_experts_per_tok)) +
+                         2 * static_cast<uint64_t>(std::max(cfg.moe_intermediate_size, cfg.intermediate_size))) +
+                    8 * static_cast<uint64_t>(cfg.vocab_size);
+    needs.all_experts = all_experts;
+    needs.min_budget = minimum;
+    needs.read_per_token = summary.expert_bytes_per_token;
+    const MemoryPlan plan = plan_memory(needs);
+    budget = plan.budget;
+    memory_plan_ = plan.text;
+  } else if (opt.ram_bytes) {
     budget = *opt.ram_bytes;
     if (!m.expert_layers.empty() && budget < minimum)
       fail("--ram {} is below this model's minimum: the top-{} experts of one layer need {} (use --ram {}M or more)",
@@ -46,16 +74,55 @@ Engine::Engine(const EngineOptions& opt) {
   } else {
     budget = std::max(minimum, std::min(all_experts, physical_memory_bytes() / 2));
   }
-  store_ = std::make_unique<ExpertStore>(*container_, ExpertStoreOptions{opt.direct_io, opt.verify});
-  cache_ = std::make_unique<ExpertCache>(*store_, budget);
+  if (memory_plan_.empty())
+    memory_plan_ = fmt::format("expert cache {} of {} of experts", format_bytes(budget), format_bytes(all_experts));
+  if (opt.pin_hot_bytes > 0 && opt.pin_hot_bytes + minimum > budget)
+    fail("--pin-hot {} leaves less than the minimum {} of the {} budget for the other experts",
+         format_bytes(opt.pin_hot_bytes), format_bytes(minimum), format_bytes(budget));
+
+  ExpertStoreOptions so;
+  so.direct_io = opt.direct_io;
+  so.verify = opt.verify;
+  so.backend = opt.io;
+  so.queue_depth = opt.queue_depth > 0 ? opt.queue_depth : kDefaultQueueDepth;
+  so.mirrors = opt.mirrors;
+  store_ = std::make_unique<ExpertStore>(*container_, so);
+  cache_ = std::make_unique<ExpertCache>(*store_, budget, opt.policy);
 
   int threads = opt.threads > 0 ? opt.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   pool_ = std::make_unique<ThreadPool>(threads);
-  model_ = load_model(*container_, *cache_, pool_.get(), ModelOptions{opt.verify});
+  ModelOptions mo;
+  mo.verify_trunk = opt.verify;
+  mo.prefetch_depth = opt.prefetch_depth >= 0 ? opt.prefetch_depth : kDefaultPrefetchDepth;
+  mo.prefetch_margin = opt.prefetch_margin;
+  model_ = load_model(*container_, *cache_, pool_.get(), mo);
 
-  context_ = opt.context > 0 ? opt.context : std::min<int64_t>(cfg.max_position_embeddings, 4096);
-  if (context_ > cfg.max_position_embeddings)
-    fail("--ctx {} exceeds the model's max_position_embeddings {}", context_, cfg.max_position_embeddings);
+  // Usage counts from earlier runs: seed LFU, pin the hottest (--pin-hot).
+  record_usage_ = opt.record_usage;
+  std::string why;
+  const auto usage = load_expert_usage(container_->dir() / "usage.bin", *container_, &why);
+  if (usage) {
+    cache_->add_demand_counts(*usage);
+  } else if (why.find("absent") == std::string::npos) {
+    log(LogLevel::Warn, "ignoring {}", why);
+  }
+  if (opt.pin_hot_bytes > 0) {
+    if (!usage) fail("--pin-hot needs usage counts from earlier runs in {}/usage.bin ({})", container_->dir().string(), why);
+    std::vector<std::pair<uint64_t, uint64_t>> hottest(usage->begin(), usage->end());
+    std::sort(hottest.begin(), hottest.end(), [](auto& a, auto& b) { return a.second > b.second || (a.second == b.second && a.first < b.first); });
+    uint64_t pinned = 0;
+    for (const auto& [key, count] : hottest) {
+      const ExpertLayer* layer = m.find_expert_layer(static_cast<int64_t>(key >> 32));
+      if (!layer || pinned + layer->stride > opt.pin_hot_bytes) continue;
+      cache_->pin_hot(*layer, static_cast<int64_t>(key & 0xffffffffu));
+      pinned += layer->stride;
+    }
+  }
+  if (opt.preload) {
+    if (budget < all_experts) fail("--preload needs a budget that holds every expert ({})", format_bytes(all_experts));
+    for (const auto& l : m.expert_layers)
+      for (int64_t e = 0; e < l.num_experts; ++e) cache_->prefetch(l, e);
+  }
 
   if (fs::exists(container_->dir() / "tokenizer.json")) {
     tokenizer_ = std::make_unique<Tokenizer>(Tokenizer::load(container_->dir() / "tokenizer.json"));
@@ -93,6 +160,16 @@ Engine::Engine(const EngineOptions& opt) {
     default_sampling_.greedy = true;
 }
 
+Engine::~Engine() {
+  if (!record_usage_ || !cache_) return;
+  try {
+    ExpertCounts counts = cache_->demand_counts();
+    if (!counts.empty()) save_expert_usage(container_->dir() / "usage.bin", *container_, counts);
+  } catch (const Error& e) {
+    log(LogLevel::Debug, "usage counts not saved: {}", e.what());  // e.g. a read-only model directory
+  }
+}
+
 const Tokenizer& Engine::tokenizer() const {
   if (!tokenizer_) fail("{} has no tokenizer.json; pass token ids (--tokens) instead of text", container_->dir().string());
   return *tokenizer_;
@@ -117,8 +194,17 @@ const std::vector<float>& Session::feed(std::span<const int32_t> tokens, bool al
          position(), engine_.context(), engine_.config().max_position_embeddings);
   const int64_t vocab = engine_.config().vocab_size;
   logits_.resize(static_cast<size_t>((all_positions ? n : 1) * vocab));
-  engine_.model().forward(tokens, position(), kv_, logits_.data(), all_positions, trace);
-  tokens_.insert(tokens_.end(), tokens.begin(), tokens.end());
+  // The prompt runs in chunks: each chunk reads each of its experts once and
+  // applies it to all its tokens. Chunking changes no result (every token's
+  // arithmetic is the same in any batch).
+  const int64_t chunk = trace ? n : engine_.prefill_chunk();
+  for (int64_t first = 0; first < n; first += chunk) {
+    const int64_t count = std::min(chunk, n - first);
+    float* out = logits_.data() + (all_positions ? first * vocab : 0);
+    engine_.model().forward(tokens.subspan(static_cast<size_t>(first), static_cast<size_t>(count)), position(), kv_, out,
+                            all_positions, trace);
+    tokens_.insert(tokens_.end(), tokens.begin() + first, tokens.begin() + first + count);
+  }
   return logits_;
 }
 
@@ -127,7 +213,8 @@ nlohmann::json GenerationStats::to_json() const {
   for (const auto& s : steps)
     per_step.push_back({{"tokens", s.tokens}, {"experts_needed", s.experts_needed}, {"hits", s.hits},
                         {"misses", s.misses}, {"bytes_read", s.bytes_read}, {"read_seconds", s.read_seconds},
-                        {"compute_seconds", std::max(0.0, s.total_seconds - s.read_seconds)}});
+                        {"stall_seconds", s.stall_seconds},
+                        {"compute_seconds", std::max(0.0, s.total_seconds - s.stall_seconds)}});
   return {{"steps", per_step},{"prompt_tokens", prompt_tokens},
           {"generated_tokens", generated_tokens},
           {"prefill_seconds", prefill_seconds},
@@ -142,7 +229,14 @@ nlohmann::json GenerationStats::to_json() const {
           {"hit_rate", cache_lookups ? static_cast<double>(cache_hits) / static_cast<double>(cache_lookups) : 0},
           {"bytes_read", bytes_read},
           {"read_seconds", read_seconds},
-          {"compute_seconds", std::max(0.0, prefill_seconds + decode_seconds - read_seconds)},
+          {"prefetches", prefetches},
+          {"prefetch_recall", prefetch_recall},
+          {"recall_cache_hits", recall_cache_hits},
+          {"recall_prefetch_hits", recall_prefetch_hits},
+          {"prefetch_waste", prefetch_waste},
+          {"io_stall_fraction", io_stall_fraction},
+          {"io_busy_seconds", io_busy_seconds},
+          {"compute_busy_seconds", compute_busy_seconds},
           {"expert_bytes_per_token", prompt_tokens + generated_tokens > 0
                                          ? static_cast<double>(bytes_read) / static_cast<double>(prompt_tokens + generated_tokens)
                                          : 0.0},
@@ -158,14 +252,15 @@ std::string GenerationStats::summary() const {
   const double mib_per_token = total ? static_cast<double>(bytes_read) / (1 << 20) / static_cast<double>(total) : 0;
   return fmt::format(
       "prefill: {} tokens, {:.2f} tok/s | decode: {} tokens, {:.2f} tok/s | time to first token {:.3f}s\n"
-      "experts: {} needed, hit rate {:.1f}% ({} hits, {} misses), read {} ({:.2f} MiB/token) in {:.2f}s, "
-      "compute {:.2f}s\n"
+      "experts: {} needed, hit rate {:.1f}% ({} hits, {} misses), read {} ({:.2f} MiB/token); reads in flight {:.2f}s\n"
+      "decode: waiting for reads {:.0f}% of the time, prefetch recall {:.1f}% ({:.1f}% cache + {:.1f}% prefetch), "
+      "prefetch waste {:.2f} bytes per useful byte\n"
       "memory: peak RSS {} (trunk {}, KV {}, expert cache budget {})",
       prompt_tokens, prefill_seconds > 0 ? prompt_tokens / prefill_seconds : 0, generated_tokens, decode_tps,
       time_to_first_token, experts_needed,
       cache_lookups ? 100.0 * static_cast<double>(cache_hits) / static_cast<double>(cache_lookups) : 0.0,
-      cache_hits, cache_misses, format_bytes(bytes_read), mib_per_token, read_seconds,
-      std::max(0.0, prefill_seconds + decode_seconds - read_seconds), format_bytes(peak_rss),
+      cache_hits, cache_misses, format_bytes(bytes_read), mib_per_token, read_seconds, 100 * io_stall_fraction,
+      100 * prefetch_recall, 100 * recall_cache_hits, 100 * recall_prefetch_hits, prefetch_waste, format_bytes(peak_rss),
       format_bytes(trunk_bytes), format_bytes(kv_bytes), format_bytes(cache_budget));
 }
 
@@ -187,11 +282,12 @@ std::vector<int32_t> generate(Session& session, std::span<const int32_t> prompt,
     const ExpertCacheStats c1 = engine.cache().stats();
     steps.push_back({static_cast<int64_t>(toks.size()), engine.model().counters().experts_needed - n0,
                      c1.hits - c0.hits, c1.misses - c0.misses, c1.bytes_read - c0.bytes_read,
-                     c1.read_seconds - c0.read_seconds, seconds_since(s0)});
+                     c1.io_busy_seconds - c0.io_busy_seconds, c1.stall_seconds - c0.stall_seconds, seconds_since(s0)});
     return l;
   };
   std::vector<float> logits = step(prompt);
   const double prefill = seconds_since(t0);
+  const ExpertCacheStats decode0 = engine.cache().stats();
   double decode = 0;
   double ttft = 0;
   auto t1 = std::chrono::steady_clock::now();
@@ -224,11 +320,24 @@ std::vector<int32_t> generate(Session& session, std::span<const int32_t> prompt,
     stats->cache_hits = c.hits - cache0.hits;
     stats->cache_misses = c.misses - cache0.misses;
     stats->bytes_read = c.bytes_read - cache0.bytes_read;
-    stats->read_seconds = c.read_seconds - cache0.read_seconds;
+    stats->read_seconds = c.io_busy_seconds - cache0.io_busy_seconds;
+    // Decode-phase streamer figures.
+    const uint64_t lookups = c.lookups - decode0.lookups, hits = c.hits - decode0.hits;
+    const uint64_t prefetch_hits = c.prefetch_hits - decode0.prefetch_hits;
+    auto share = [](double a, double b) { return b > 0 ? a / b : 0.0; };
+    stats->prefetches = c.prefetches - cache0.prefetches;
+    stats->prefetch_recall = share(static_cast<double>(hits), static_cast<double>(lookups));
+    stats->recall_prefetch_hits = share(static_cast<double>(prefetch_hits), static_cast<double>(lookups));
+    stats->recall_cache_hits = stats->prefetch_recall - stats->recall_prefetch_hits;
+    stats->prefetch_waste = share(static_cast<double>(c.prefetch_wasted_bytes - cache0.prefetch_wasted_bytes),
+                                  static_cast<double>(c.prefetch_useful_bytes - cache0.prefetch_useful_bytes));
+    const double stall = c.stall_seconds - decode0.stall_seconds;
+    stats->io_stall_fraction = share(stall, decode);
+    stats->io_busy_seconds = std::min(decode, c.io_busy_seconds - decode0.io_busy_seconds);
+    stats->compute_busy_seconds = std::max(0.0, decode - stall);
     stats->peak_rss = peak_rss_bytes();
     stats->trunk_bytes = engine.model().resident_bytes();
-    stats->kv_bytes = static_cast<uint64_t>(engine.config().num_layers) * 2 * sizeof(float) *
-                      static_cast<uint64_t>(engine.context() * engine.config().num_kv_heads * engine.config().head_dim);
+    stats->kv_bytes = kv_cache_bytes(engine.config(), engine.context());
     stats->cache_budget = engine.cache().budget();
   }
   return out;

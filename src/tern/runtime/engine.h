@@ -15,6 +15,7 @@
 
 #include "tern/core/thread_pool.h"
 #include "tern/experts/expert_cache.h"
+#include "tern/experts/expert_io.h"
 #include "tern/format/tern_model.h"
 #include "tern/models/model.h"
 #include "tern/runtime/sampler.h"
@@ -25,11 +26,28 @@ namespace tern {
 struct EngineOptions {
   std::filesystem::path model;
   std::optional<uint64_t> ram_bytes;  // expert cache budget; default: all experts, at most half of RAM
+  bool ram_auto = false;              // --ram auto: the memory planner decides (runtime/memory_plan.h)
   int threads = 0;                    // 0 = all cores
   bool verify = true;                 // checksum trunk at load and each expert read
   bool direct_io = true;
   int64_t context = 0;  // 0 = min(max_position_embeddings, 4096)
+  // The streamer (docs/DESIGN.md "Experts"); none of these changes results.
+  IoBackend io = IoBackend::Uring;
+  int queue_depth = 0;  // reads in flight; 0 = kDefaultQueueDepth
+  std::vector<std::filesystem::path> mirrors;
+  CachePolicy policy = CachePolicy::Lru;
+  int prefetch_depth = -1;      // MoE layers predicted ahead; -1 = kDefaultPrefetchDepth, 0 = off
+  int64_t prefetch_margin = 0;  // experts beyond top-k per token and layer
+  uint64_t pin_hot_bytes = 0;   // experts pinned from usage.bin at start-up
+  bool record_usage = true;     // update usage.bin beside the model at exit (when writable)
+  int64_t prefill_chunk = 0;    // prompt tokens per forward step; 0 = kDefaultPrefillChunk
+  bool preload = false;         // read every expert at start (when the budget holds them all)
 };
+
+// Defaults chosen by measurement (docs/RESULTS.md).
+inline constexpr int kDefaultQueueDepth = 8;
+inline constexpr int kDefaultPrefetchDepth = 1;
+inline constexpr int64_t kDefaultPrefillChunk = 256;
 
 class Engine {
  public:
@@ -43,6 +61,11 @@ class Engine {
   bool has_tokenizer() const { return tokenizer_ != nullptr; }
   ThreadPool& pool() { return *pool_; }
   int64_t context() const { return context_; }
+  int64_t prefill_chunk() const { return prefill_chunk_; }
+  // The memory plan (--ram auto) or a line describing the budget chosen.
+  const std::string& memory_plan() const { return memory_plan_; }
+  ExpertStore& store() { return *store_; }
+  ~Engine();
   // Token ids that end generation (eos from generation_config.json / tokenizer_config.json).
   const std::vector<int32_t>& stop_tokens() const { return stop_tokens_; }
   // Sampling defaults from generation_config.json where present.
@@ -59,6 +82,9 @@ class Engine {
   std::unique_ptr<Model> model_;
   std::unique_ptr<Tokenizer> tokenizer_;
   int64_t context_ = 0;
+  int64_t prefill_chunk_ = kDefaultPrefillChunk;
+  std::string memory_plan_;
+  bool record_usage_ = false;
   std::vector<int32_t> stop_tokens_;
   std::vector<int32_t> unusable_tokens_;
   SamplerOptions default_sampling_;
@@ -68,7 +94,9 @@ class Engine {
 struct StepStats {
   int64_t tokens = 0;
   uint64_t experts_needed = 0, hits = 0, misses = 0, bytes_read = 0;
-  double read_seconds = 0, total_seconds = 0;
+  double read_seconds = 0;   // wall time with at least one expert read in flight
+  double stall_seconds = 0;  // time compute waited for reads
+  double total_seconds = 0;
 };
 
 // Timings and I/O of one generate() call.
@@ -82,7 +110,17 @@ struct GenerationStats {
   uint64_t experts_needed = 0;  // token-expert pairs
   uint64_t cache_lookups = 0, cache_hits = 0, cache_misses = 0;
   uint64_t bytes_read = 0;
-  double read_seconds = 0;
+  double read_seconds = 0;  // wall time with at least one expert read in flight (prefill + decode)
+  // The streamer, over decode steps: needed experts found resident or in
+  // flight (recall), split into cache hits and prefetch hits; prefetched but
+  // unused bytes per useful prefetched byte; decode time spent waiting for
+  // reads; decode wall time with a read in flight / with compute running.
+  double prefetch_recall = 0;
+  double recall_cache_hits = 0, recall_prefetch_hits = 0;
+  double prefetch_waste = 0;
+  double io_stall_fraction = 0;
+  double io_busy_seconds = 0, compute_busy_seconds = 0;
+  uint64_t prefetches = 0;
   uint64_t peak_rss = 0;
   uint64_t trunk_bytes = 0, kv_bytes = 0, cache_budget = 0;
   nlohmann::json to_json() const;
