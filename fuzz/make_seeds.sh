@@ -12,7 +12,7 @@ trap 'rm -rf "$tmp"' EXIT
 py=/usr/bin/python3
 
 rm -rf fuzz/corpus fuzz/data
-mkdir -p fuzz/corpus/{safetensors,config,container,tokenizer} fuzz/data/container
+mkdir -p fuzz/corpus/{safetensors,config,container,tokenizer} fuzz/data/{container,safetensors}
 
 # The built-in tokenizer cut to the 256 byte tokens + 24 merges + the added
 # tokens, so models and seeds stay a few KB.
@@ -84,6 +84,17 @@ write(sys.argv[2] + "/vectors.safetensors", vectors[:6])
 write(sys.argv[2] + "/matrix.safetensors", ["model.layers.0.self_attn.k_proj.weight"])
 full = struct.pack("<Q", n) + raw[8:8 + n]
 open(sys.argv[2] + "/full-header-truncated.safetensors", "wb").write(full + data[:64])
+PY
+# The shard an index.json input names (the target's second mode), and an index seed.
+cp fuzz/corpus/safetensors/vectors.safetensors fuzz/data/safetensors/model-00001-of-00001.safetensors
+"$py" - fuzz/corpus/safetensors/vectors.safetensors fuzz/corpus/safetensors/index.json <<'PY'
+import json, struct, sys
+raw = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+names = [k for k in json.loads(raw[8:8 + n]) if k != "__metadata__"]
+index = {"metadata": {"total_size": len(raw) - 8 - n},
+         "weight_map": {k: "model-00001-of-00001.safetensors" for k in names}}
+json.dump(index, open(sys.argv[2], "w"), indent=1)
 PY
 
 # tokenizer seeds: tokenizer.json, then a NUL byte and text to encode.
