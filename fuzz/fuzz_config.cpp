@@ -4,6 +4,7 @@
 // without overflow, so nothing sized or looped over from a config is
 // unbounded (the `num_experts: 2^63-1` hang of issue 16).
 #include "fuzz_target.h"
+#include "tern/core/error.h"
 #include "tern/core/json.h"
 #include "tern/core/tensor_format.h"
 #include "tern/format/architectures.h"
@@ -25,21 +26,30 @@ void fuzz_config(std::span<const uint8_t> input) {
     if (cfg.num_moe_layers() * cfg.num_experts > lim::kMaxExpertRecords)
       broken("more expert records than kMaxExpertRecords");
     const ArchSpec& arch = find_arch(cfg.architecture);
-    const std::vector<TensorDecl> decls = arch.tensors(cfg);
-    uint64_t experts = 0;
-    for (const TensorDecl& d : decls) {
-      format_bytes(TensorFormat::F32, d.shape);  // overflow-checked; throws tern::Error
-      if (d.shape.empty() || d.shape.size() > 2) broken("tensor '" + d.name + "' is not 1-D or 2-D");
-      for (int64_t dim : d.shape)
-        if (dim < 1) broken("tensor '" + d.name + "' has a dimension below 1");
-      if (d.is_expert) {
-        ++experts;
-        if (!cfg.layer_is_moe(d.layer) || d.expert < 0 || d.expert >= cfg.num_experts)
-          broken("expert tensor '" + d.name + "' outside the config's MoE layers or experts");
+    for (size_t layout = 0; layout < arch.layouts.size(); ++layout) {
+      const CheckpointDecls decls = arch.tensors(cfg, layout);
+      const DeclIndex index = index_decls(decls.tensors);
+      for (const TensorDecl& d : decls.tensors) {
+        format_bytes(TensorFormat::F32, d.shape);  // overflow-checked; throws tern::Error
+        if (d.shape.empty() || d.shape.size() > (d.is_expert ? 4u : 2u))
+          broken("tensor '" + d.name + "' has a rank its role does not allow");
+        for (int64_t dim : d.shape)
+          if (dim < 1) broken("tensor '" + d.name + "' has a dimension below 1");
       }
+      for (const SectionDecl& s : decls.sections) {
+        if (!cfg.layer_is_moe(s.layer) || s.expert < 0 || s.expert >= cfg.num_experts)
+          broken("expert section '" + s.name + "' outside the config's MoE layers or experts");
+        format_bytes(TensorFormat::F32, s.shape);
+        try {
+          section_source_geometry(s, index);
+        } catch (const Error& e) {
+          broken(std::string("the architecture's description is inconsistent: ") + e.what());
+        }
+      }
+      if (decls.sections.size() !=
+          static_cast<uint64_t>(cfg.num_moe_layers() * cfg.num_experts) * arch.expert_sections.size())
+        broken("expert section count differs from MoE layers x experts x sections");
     }
-    if (experts != static_cast<uint64_t>(cfg.num_moe_layers() * cfg.num_experts) * arch.expert_sections.size())
-      broken("expert tensor count differs from MoE layers x experts x sections");
   });
 }
 

@@ -1,11 +1,13 @@
 // Fuzz target "container": the input is an installed model's manifest.json,
-// beside the trunk.bin and experts.bin of a small committed model
-// (fuzz/data/container, made by fuzz/make_seeds.sh). TernModel::open must
-// either refuse it with a clean tern::Error or accept a manifest the engine
-// can run: the model is then loaded and fed tokens, so a manifest whose
-// config and tensor table disagree (issue 16: `head_dim` deleted from the
-// config -> heap corruption) shows up as a crash. Checksums are off because
-// an attacker can recompute them: memory safety must not rest on them.
+// beside the trunk.bin and experts.bin of a small committed model of its
+// architecture (fuzz/data/container/<architecture>/, made by
+// fuzz/make_seeds.sh; picked by the first architecture name the input
+// mentions, qwen3_moe if none). TernModel::open must either refuse it with a
+// clean tern::Error or accept a manifest the engine can run: the model is
+// then loaded and fed tokens, so a manifest whose config and tensor table
+// disagree (issue 16: `head_dim` deleted from the config -> heap
+// corruption) shows up as a crash. Checksums are off because an attacker can
+// recompute them: memory safety must not rest on them.
 #include <vector>
 
 #include "fuzz_target.h"
@@ -22,17 +24,25 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// The model directory: the fixture's data files, and manifest.json per input.
-const fs::path& model_dir() {
-  static const fs::path dir = [] {
-    fs::path d = scratch_dir() / "container";
+constexpr const char* kArchitectures[] = {"qwen3_moe", "gpt_oss"};  // the first is the default
+
+// The model directory of an architecture: the fixture's data files, and
+// manifest.json per input.
+fs::path model_dir(std::string_view input) {
+  const char* arch = kArchitectures[0];
+  for (const char* a : kArchitectures)
+    if (input.find(std::string("\"") + a + "\"") != std::string_view::npos) {
+      arch = a;
+      break;
+    }
+  fs::path d = scratch_dir() / "container" / arch;
+  if (!fs::exists(d / "experts.bin")) {
     fs::create_directories(d);
     for (const char* name : {"trunk.bin", "experts.bin"})
-      fs::copy_file(fs::path(TERN_FUZZ_DATA_DIR) / "container" / name, d / name,
+      fs::copy_file(fs::path(TERN_FUZZ_DATA_DIR) / "container" / arch / name, d / name,
                     fs::copy_options::overwrite_existing);
-    return d;
-  }();
-  return dir;
+  }
+  return d;
 }
 
 void run_model(const TernModel& container) {
@@ -55,8 +65,9 @@ void run_model(const TernModel& container) {
 }  // namespace
 
 void fuzz_container(std::span<const uint8_t> input) {
-  const fs::path& dir = model_dir();
-  write_file(dir / "manifest.json", {reinterpret_cast<const char*>(input.data()), input.size()});
+  const std::string_view text(reinterpret_cast<const char*>(input.data()), input.size());
+  const fs::path dir = model_dir(text);
+  write_file(dir / "manifest.json", text);
   run_expecting_clean_errors([&] {
     TernModel container = TernModel::open(dir);
     container.summary();

@@ -12,7 +12,8 @@ trap 'rm -rf "$tmp"' EXIT
 py=/usr/bin/python3
 
 rm -rf fuzz/corpus fuzz/data
-mkdir -p fuzz/corpus/{safetensors,config,container,tokenizer} fuzz/data/container
+mkdir -p fuzz/corpus/{safetensors,config,container,tokenizer} fuzz/data/container/{qwen3_moe,gpt_oss} \
+  fuzz/data/safetensors
 
 # The built-in tokenizer cut to the 256 byte tokens + 24 merges + the added
 # tokens, so models and seeds stay a few KB.
@@ -48,20 +49,32 @@ c["rope_scaling"] = {"rope_type": "yarn", "factor": 4.0, "original_max_position_
 json.dump(c, open(sys.argv[2], "w"), indent=1)
 PY
 
-# The container target's model (tied embeddings, default block formats) and its manifest.
-"$tern" synth "${micro[@]}" --layers 2 --tie-embeddings -o "$tmp/hf" -q >/dev/null
-"$tern" install "$tmp/hf" -o "$tmp/m.tern" -q >/dev/null 2>&1
-cp "$tmp/m.tern/trunk.bin" "$tmp/m.tern/experts.bin" fuzz/data/container/
-"$py" - "$tmp/m.tern/manifest.json" fuzz/corpus/container/manifest.json <<'PY'
+"$tern" synth --arch gpt_oss --preset tiny -o "$tmp/gpt_oss-tiny" -q >/dev/null
+cp "$tmp/gpt_oss-tiny/config.json" fuzz/corpus/config/gpt_oss-tiny.json
+"$tern" synth --arch gpt_oss --preset tiny --layout float -o "$tmp/gpt_oss-float" -q >/dev/null
+cp "$tmp/gpt_oss-float/config.json" fuzz/corpus/config/gpt_oss-tiny-float.json
+
+# The container target's models (one per architecture, default block
+# formats) and their manifests.
+install_fixture() {  # architecture, synth args...
+  local arch=$1
+  shift
+  "$tern" synth --arch "$arch" "${micro[@]}" --layers 2 "$@" -o "$tmp/hf-$arch" -q >/dev/null
+  "$tern" install "$tmp/hf-$arch" -o "$tmp/$arch.tern" -q >/dev/null 2>&1
+  cp "$tmp/$arch.tern/trunk.bin" "$tmp/$arch.tern/experts.bin" "fuzz/data/container/$arch/"
+  "$py" - "$tmp/$arch.tern/manifest.json" "fuzz/corpus/container/$arch.json" <<'PY'
 import json, sys
 m = json.load(open(sys.argv[1]))
 m["source"] = {"path": "hf", "shards": 1}  # no machine-specific path in a committed file
 json.dump(m, open(sys.argv[2], "w"), indent=1)
 PY
+}
+install_fixture qwen3_moe --tie-embeddings
+install_fixture gpt_oss
 
 # safetensors seeds: the model's 1-D tensors with their data; one matrix; and
 # the whole header over a data section cut short (the truncation path).
-"$py" - "$tmp/hf/model.safetensors" fuzz/corpus/safetensors <<'PY'
+"$py" - "$tmp/hf-qwen3_moe/model.safetensors" fuzz/corpus/safetensors <<'PY'
 import json, struct, sys
 raw = open(sys.argv[1], "rb").read()
 n = struct.unpack("<Q", raw[:8])[0]
@@ -84,6 +97,17 @@ write(sys.argv[2] + "/vectors.safetensors", vectors[:6])
 write(sys.argv[2] + "/matrix.safetensors", ["model.layers.0.self_attn.k_proj.weight"])
 full = struct.pack("<Q", n) + raw[8:8 + n]
 open(sys.argv[2] + "/full-header-truncated.safetensors", "wb").write(full + data[:64])
+PY
+# The shard an index.json input names (the target's second mode), and an index seed.
+cp fuzz/corpus/safetensors/vectors.safetensors fuzz/data/safetensors/model-00001-of-00001.safetensors
+"$py" - fuzz/corpus/safetensors/vectors.safetensors fuzz/corpus/safetensors/index.json <<'PY'
+import json, struct, sys
+raw = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+names = [k for k in json.loads(raw[8:8 + n]) if k != "__metadata__"]
+index = {"metadata": {"total_size": len(raw) - 8 - n},
+         "weight_map": {k: "model-00001-of-00001.safetensors" for k in names}}
+json.dump(index, open(sys.argv[2], "w"), indent=1)
 PY
 
 # tokenizer seeds: tokenizer.json, then a NUL byte and text to encode.

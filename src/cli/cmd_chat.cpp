@@ -1,20 +1,33 @@
 // tern chat <model> [--prompt TEXT]: interactive chat with streamed output
-// (/reset, /exit), or one shot with --prompt. Uses the model's chat format.
+// (/reset, /exit), or one shot with --prompt, in the model's chat format
+// (Qwen3 ChatML, harmony for gpt-oss; see tern/runtime/chat_format.h).
+//
+// Every turn re-renders the whole conversation, as apply_chat_template
+// would (earlier reasoning is dropped by both formats), and the session
+// keeps the KV prefix that did not change (Session::keep_common_prefix).
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 
 #include "cli/commands.h"
 #include "cli/engine_flags.h"
 #include "tern/core/error.h"
-#include "tern/runtime/chat_template.h"
+#include "tern/runtime/chat_format.h"
 #include "tern/tokenizer/stream_decoder.h"
 
 namespace tern::cli {
 
 namespace {
+
+// How the reasoning part of a reply is shown.
+enum class ReasoningDisplay {
+  Raw,     // the reply's text exactly as generated, markup included (Qwen3's default)
+  Hidden,  // not shown; "(thinking…)" while it runs, on a terminal (harmony's default)
+  Shown,   // shown faint on a terminal, after a "[thinking] " prefix otherwise
+};
 
 struct ChatFlags {
   EngineFlags engine;
@@ -23,35 +36,169 @@ struct ChatFlags {
   std::string system;
   int64_t n = 1024;
   bool no_think = false;
+  std::string reasoning_effort = "medium";
+  std::string date;
+  bool show_reasoning = false;
+  bool hide_reasoning = false;
+  // Developer flags (hidden from --help), for tests with random weights:
+  std::string force_reply;  // use these tokens as the model's reply instead of sampling
+  bool print_prompt = false;
 };
 
-// Runs one assistant turn: feeds `text` (already in chat format) and streams
-// the reply to stdout. Returns false if the context is full.
-void assistant_turn(Engine& engine, Session& session, const std::string& text, const ChatFlags& f) {
-  std::vector<int32_t> ids = engine.tokenizer().encode(text);
-  GenerateOptions g;
-  g.max_new_tokens = f.n;
-  g.sampling = f.sampling.options(engine.default_sampling());
-  g.stop_tokens = engine.stop_tokens();
-  StreamDecoder stream(engine.tokenizer());
-  GenerationStats stats;
-  auto out = generate(session, ids, g, [&](int32_t id) {
-    if (std::find(g.stop_tokens.begin(), g.stop_tokens.end(), id) != g.stop_tokens.end()) return true;
-    std::string piece = stream.push(id);
-    std::fwrite(piece.data(), 1, piece.size(), stdout);
-    std::fflush(stdout);
-    return true;
-  }, &stats);
-  std::string rest = stream.flush();
-  std::fwrite(rest.data(), 1, rest.size(), stdout);
-  std::fputc('\n', stdout);
-  // The turn's end marker goes into the context so the next turn continues it.
-  if (out.empty() || std::find(g.stop_tokens.begin(), g.stop_tokens.end(), out.back()) == g.stop_tokens.end())
-    fmt::print(stderr, "[reply cut at {} tokens]\n", out.size());
-  else
-    session.feed(std::span<const int32_t>(&out.back(), 1));
-  if (f.engine.stats) fmt::print(stderr, "{}\n", stats.summary());
+constexpr const char* kFaint = "\x1b[2m";
+constexpr const char* kNormal = "\x1b[0m";
+constexpr const char* kEraseLine = "\r\x1b[K";
+
+void write_out(std::string_view text) {
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  std::fflush(stdout);
 }
+
+// Writes a reply's parser events to stdout.
+class ReplyPrinter {
+ public:
+  ReplyPrinter(ReasoningDisplay display, bool tty) : display_(display), tty_(tty) {}
+
+  void event(const ChatEvent& e) {
+    switch (e.kind) {
+      case ChatEvent::Kind::Reasoning:
+        if (display_ == ReasoningDisplay::Shown) {
+          if (!in_reasoning_) write_out(tty_ ? kFaint : "[thinking] ");
+          write_out(e.text);
+          at_line_start_ = !e.text.empty() && e.text.back() == '\n';
+        } else if (display_ == ReasoningDisplay::Hidden && tty_ && !in_reasoning_) {
+          write_out(std::string(kFaint) + "(thinking…)" + kNormal);
+        }
+        in_reasoning_ = true;
+        break;
+      case ChatEvent::Kind::Content:
+        end_reasoning();
+        write_out(e.text);
+        break;
+      case ChatEvent::Kind::ToolCall:
+        end_reasoning();
+        write_out(fmt::format("[tool call] {}({})\n", e.name, e.text));
+        break;
+      case ChatEvent::Kind::End:
+        end_reasoning();
+        break;
+    }
+  }
+  void end_reasoning() {
+    if (!in_reasoning_) return;
+    in_reasoning_ = false;
+    if (display_ == ReasoningDisplay::Shown)
+      write_out(std::string(tty_ ? kNormal : "") + (at_line_start_ ? "" : "\n"));
+    if (display_ == ReasoningDisplay::Hidden && tty_) write_out(kEraseLine);
+  }
+
+ private:
+  ReasoningDisplay display_;
+  bool tty_;
+  bool in_reasoning_ = false;
+  bool at_line_start_ = false;  // the reasoning shown so far ends with a newline
+};
+
+class Chat {
+ public:
+  Chat(Engine& engine, const ChatFlags& f)
+      : engine_(engine), f_(f), session_(engine),
+        format_(make_chat_format(engine.config().architecture, engine.tokenizer(), engine.stop_tokens())) {
+    const bool harmony = format_->name() == "harmony";
+    if (harmony && f.no_think) fail("--no-think is for Qwen3; gpt-oss always reasons (use --reasoning-effort low)");
+    options_.enable_thinking = !f.no_think;
+    options_.reasoning_effort = f.reasoning_effort;
+    options_.date = f.date;
+    display_ = f.show_reasoning   ? ReasoningDisplay::Shown
+               : f.hide_reasoning ? ReasoningDisplay::Hidden
+               : harmony          ? ReasoningDisplay::Hidden
+                                  : ReasoningDisplay::Raw;
+    if (!f.force_reply.empty()) forced_ = engine.tokenizer().encode(f.force_reply);
+    reset();
+  }
+
+  bool harmony() const { return format_->name() == "harmony"; }
+
+  void reset() {
+    session_.reset();
+    history_.clear();
+    if (!f_.system.empty()) history_.push_back({"system", f_.system});
+  }
+
+  // One user message and the streamed reply. On an error the message is
+  // taken back, so the conversation stays as it was.
+  void turn(const std::string& user) {
+    history_.push_back({"user", user});
+    try {
+      history_.push_back(reply());
+    } catch (...) {
+      history_.pop_back();
+      throw;
+    }
+  }
+
+ private:
+  ChatMessage reply() {
+    const std::string text = format_->render(history_, options_);
+    if (f_.print_prompt) fmt::print(stderr, "[prompt]\n{}\n[/prompt]\n", text);
+    const std::vector<int32_t> ids = engine_.tokenizer().encode(text);
+    const int64_t kept = session_.keep_common_prefix(ids);
+    std::span<const int32_t> rest(ids.begin() + kept, ids.end());
+
+    GenerateOptions g;
+    g.max_new_tokens = f_.n;
+    g.sampling = f_.sampling.options(engine_.default_sampling());
+    g.stop_tokens = format_->stop_tokens();
+    auto parser = format_->make_parser(options_);
+    const bool tty = ::isatty(STDOUT_FILENO) != 0;
+    ReplyPrinter printer(display_, tty);
+    StreamDecoder raw(engine_.tokenizer());
+    int64_t generated = 0;
+    auto on_token = [&](int32_t id) {
+      ++generated;
+      if (display_ == ReasoningDisplay::Raw && std::find(g.stop_tokens.begin(), g.stop_tokens.end(), id) == g.stop_tokens.end())
+        write_out(raw.push(id));
+      for (const ChatEvent& e : parser->push(id))
+        if (display_ != ReasoningDisplay::Raw) printer.event(e);
+      return !parser->done();
+    };
+
+    GenerationStats stats;
+    if (forced_.empty()) {
+      generate(session_, rest, g, on_token, &stats);
+    } else {  // prefill as usual, then feed the forced reply as if it had been sampled
+      g.max_new_tokens = 0;
+      generate(session_, rest, g, nullptr, &stats);
+      for (int32_t id : forced_) {
+        if (generated == f_.n) break;
+        const bool more = on_token(id);
+        if (!more || generated == f_.n) break;  // as generate(): a stop or the last token is not fed
+        session_.feed(std::span<const int32_t>(&id, 1));
+      }
+      stats.generated_tokens = generated;
+    }
+    if (display_ == ReasoningDisplay::Raw) write_out(raw.flush());
+    for (const ChatEvent& e : parser->finish())
+      if (display_ != ReasoningDisplay::Raw) printer.event(e);
+    printer.end_reasoning();
+    write_out("\n");
+    if (!parser->done()) fmt::print(stderr, "[reply cut at {} tokens]\n", generated);
+    if (f_.engine.stats) {
+      fmt::print(stderr, "{}\n", stats.summary());
+      fmt::print(stderr, "context: {} tokens reused, {} prefilled, {} generated\n", kept, rest.size(), generated);
+    }
+    return parser->reply();
+  }
+
+  Engine& engine_;
+  const ChatFlags& f_;
+  Session session_;
+  std::unique_ptr<ChatFormat> format_;
+  ChatFormatOptions options_;
+  ReasoningDisplay display_ = ReasoningDisplay::Raw;
+  std::vector<int32_t> forced_;
+  std::vector<ChatMessage> history_;
+};
 
 }  // namespace
 
@@ -61,22 +208,28 @@ void add_chat_command(CLI::App& app) {
   f->engine.add(cmd);
   f->sampling.add(cmd);
   cmd->add_option("-p,--prompt", f->prompt, "One-shot: answer this message and exit");
-  cmd->add_option("--system", f->system, "System message");
+  cmd->add_option("--system", f->system, "System message (gpt-oss: the developer instructions)");
   cmd->add_option("-n,--max-tokens", f->n, "Maximum tokens per reply")->default_val(1024)->check(CLI::PositiveNumber);
   cmd->add_flag("--no-think", f->no_think, "Disable Qwen3 thinking (empty <think> block)");
-  cmd->callback([f] {
+  cmd->add_option("--reasoning-effort", f->reasoning_effort, "gpt-oss reasoning effort: low | medium | high")
+      ->default_val("medium")
+      ->check(CLI::IsMember({"low", "medium", "high"}));
+  cmd->add_option("--date", f->date, "gpt-oss: the date in the system message, YYYY-MM-DD (default: today)");
+  auto* show = cmd->add_flag("--show-reasoning", f->show_reasoning,
+                             "Show the reasoning (faint on a terminal); default: hidden for gpt-oss, raw for Qwen3");
+  auto* hide = cmd->add_flag("--hide-reasoning", f->hide_reasoning, "Do not show the reasoning");
+  show->excludes(hide);
+  hide->excludes(show);
+  cmd->add_option("--force-reply", f->force_reply, "Tests: use this text's tokens as every reply")->group("");
+  cmd->add_flag("--print-prompt", f->print_prompt, "Tests: print each rendered prompt to stderr")->group("");
+  cmd->callback([f, cmd] {
     Engine engine(f->engine.options());
     engine.tokenizer();  // a clear error now if the model has none
-    Session session(engine);
-    ChatFormatOptions fmt_opts{true, !f->no_think};
-    auto first_turn = [&](const std::string& user) {
-      std::vector<ChatMessage> msgs;
-      if (!f->system.empty()) msgs.push_back({"system", f->system});
-      msgs.push_back({"user", user});
-      return render_chatml(msgs, fmt_opts);
-    };
+    Chat chat(engine, *f);
+    if (cmd->count("--reasoning-effort") && !chat.harmony())
+      fail("--reasoning-effort is for gpt-oss (harmony); for Qwen3 use --no-think");
     if (!f->prompt.empty()) {
-      assistant_turn(engine, session, first_turn(f->prompt), *f);
+      chat.turn(f->prompt);
       return;
     }
     const bool tty = ::isatty(STDIN_FILENO) != 0;
@@ -87,17 +240,13 @@ void add_chat_command(CLI::App& app) {
       if (!std::getline(std::cin, line)) break;
       if (line == "/exit" || line == "/quit") break;
       if (line == "/reset") {
-        session.reset();
+        chat.reset();
         fmt::print(stderr, "[conversation cleared]\n");
         continue;
       }
       if (line.empty()) continue;
-      // Later turns append to the context (prefix reuse): "\n<|im_start|>user…".
-      std::string text = session.position() == 0
-                             ? first_turn(line)
-                             : "\n" + render_chatml({{"user", line}}, fmt_opts);
       try {
-        assistant_turn(engine, session, text, *f);
+        chat.turn(line);
       } catch (const Error& e) {
         fmt::print(stderr, "error: {}\n", e.what());
         fmt::print(stderr, "[use /reset to start over]\n");

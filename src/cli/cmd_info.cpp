@@ -7,6 +7,7 @@
 
 #include "cli/commands.h"
 #include "tern/core/units.h"
+#include "tern/format/architectures.h"
 #include "tern/format/tern_model.h"
 
 namespace tern::cli {
@@ -36,6 +37,11 @@ void add_info_command(CLI::App& app) {
     for (const auto& l : model.manifest().expert_layers)
       for (const auto& sec : l.sections) format_set.insert(format_name(sec.format));
     std::string formats = fmt::format("{}", fmt::join(format_set, ","));
+    int64_t sliding = 0;
+    for (int64_t l = 0; l < c.num_layers; ++l) sliding += c.layer_is_sliding(l) ? 1 : 0;
+    const nlohmann::json& source = model.manifest().source;
+    const std::string layout =
+        source.is_object() && source.contains("layout") && source["layout"].is_string() ? source["layout"].get<std::string>() : "";
     if (*as_json) {
       nlohmann::json j = {
           {"path", *path},
@@ -51,6 +57,10 @@ void add_info_command(CLI::App& app) {
           {"bytes", {{"trunk", s.trunk_bytes}, {"experts", s.expert_bytes},
                      {"expert_reads_per_token_uncached", s.expert_bytes_per_token}}},
           {"expert_format", formats},
+          {"attention", {{"heads", c.num_heads}, {"kv_heads", c.num_kv_heads}, {"head_dim", c.head_dim},
+                         {"sliding_window", c.sliding_window}, {"sliding_layers", sliding},
+                         {"sinks", c.attention_sinks}}},
+          {"source_layout", layout},
           {"created_by", model.manifest().created_by}};
       fmt::print("{}\n", j.dump(2));
       return;
@@ -58,9 +68,15 @@ void add_info_command(CLI::App& app) {
     fmt::print("model:            {}\n", *path);
     fmt::print("architecture:     {} ({} layers, {} MoE; hidden {}, vocab {})\n", c.architecture,
                c.num_layers, s.moe_layers, c.hidden_size, c.vocab_size);
-    fmt::print("attention:        {} heads, {} kv heads, head_dim {}\n", c.num_heads, c.num_kv_heads, c.head_dim);
-    fmt::print("experts:          {} per layer, {} per token, format {}\n", s.experts_per_layer,
-               s.experts_per_token, formats.empty() ? "-" : formats);
+    fmt::print("attention:        {} heads, {} kv heads, head_dim {}{}{}\n", c.num_heads, c.num_kv_heads, c.head_dim,
+               sliding > 0 ? fmt::format(", sliding window {} on {} of {} layers", c.sliding_window, sliding, c.num_layers)
+                           : "",
+               c.attention_sinks ? ", sinks" : "");
+    fmt::print("experts:          {} per layer, {} per token, format {}{}\n", s.experts_per_layer,
+               s.experts_per_token, formats.empty() ? "-" : formats,
+               layout.empty() || find_arch(c.architecture).layouts.size() < 2
+                   ? ""
+                   : fmt::format(" (installed from the {} layout)", layout));
     fmt::print("parameters:       {} total, {} active per token\n", params_str(s.total_params),
                params_str(s.active_params));
     fmt::print("trunk (resident): {}\n", format_bytes(s.trunk_bytes));

@@ -1,4 +1,4 @@
-// tern install <hf-model-dir> -o <out.tern> [--force]
+// tern install <hf-model-dir> -o <out.tern> [--force] [--expert-quant F] [--trunk-quant F]
 #include <fmt/format.h>
 
 #include "cli/commands.h"
@@ -21,7 +21,8 @@ void add_install_command(CLI::App& app) {
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--expert-quant,--expert-format", *expert_fmt,
                   "Store routed experts as q4_k|q4_0|q8_0|q6_k|mxfp4|bf16|f16|f32|source (default: q4_k; tensors whose rows do "
-                  "not fit 256-blocks fall back to q4_0)");
+                  "not fit 256-blocks fall back to q4_0; experts shipped as MXFP4 stay MXFP4, bit-exact, unless a "
+                  "format is given)");
   cmd->add_option("--trunk-quant,--trunk-format", *trunk_fmt,
                   "Store trunk matrices as q8_0|q4_k|q4_0|bf16|f16|f32|source (default: q8_0); norms, biases and "
                   "routers stay F32");
@@ -30,6 +31,7 @@ void add_install_command(CLI::App& app) {
     // (the bytes read per token), 8-bit trunk; with per-tensor fallback.
     // An explicitly requested format that does not fit is an error instead.
     opt->expert_fallback = expert_fmt->empty();
+    opt->keep_mxfp4_experts = expert_fmt->empty();
     opt->trunk_fallback = trunk_fmt->empty();
     auto pick = [](const std::string& flag, TensorFormat dflt) -> std::optional<TensorFormat> {
       if (flag == "source") return std::nullopt;

@@ -2,9 +2,12 @@
 // Hugging Face layout, for tests and demos.
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "cli/commands.h"
 #include "tern/core/error.h"
 #include "tern/core/units.h"
+#include "tern/format/architectures.h"
 #include "tern/synth/synth.h"
 
 namespace tern::cli {
@@ -33,6 +36,7 @@ void add_synth_command(CLI::App& app) {
       {"--head-dim", "head_dim", "Head dimension"},
       {"--max-position", "max_position_embeddings", "Context length"},
       {"--decoder-sparse-step", "decoder_sparse_step", "Every n-th layer is MoE"},
+      {"--sliding-window", "sliding_window", "Keys a sliding-window layer attends to (gpt_oss)"},
   };
   auto ints = std::make_shared<std::map<std::string, int64_t>>();
   auto mlp_only = std::make_shared<std::vector<int64_t>>();
@@ -40,10 +44,17 @@ void add_synth_command(CLI::App& app) {
   auto no_norm_topk = std::make_shared<bool>(false);
   auto attn_bias = std::make_shared<bool>(false);
   cmd->add_option("--arch", opt->architecture, "Architecture (Hugging Face model_type)")->default_val("qwen3_moe");
-  cmd->add_option("--preset", opt->preset, "tiny | small | demo | qwen3-30b-a3b")->default_val("tiny");
+  cmd->add_option("--preset", opt->preset,
+                  "qwen3_moe: tiny | small | demo | qwen3-30b-a3b; gpt_oss: tiny | gpt-oss-20b | gpt-oss-120b")
+      ->default_val("tiny");
   cmd->add_option("-o,--output", opt->output, "Output directory")->required();
   cmd->add_option("--seed", opt->seed, "Random seed")->default_val(0);
-  cmd->add_option("--dtype", *dtype, "bf16 | f32 | f16")->default_val("bf16");
+  auto* dtype_opt = cmd->add_option("--dtype", *dtype,
+                                    "bf16 | f32 | f16: float tensors (gpt_oss: given alone, selects --layout float)")
+                        ->default_val("bf16");
+  cmd->add_option("--layout", opt->layout,
+                  "Checkpoint layout, for architectures published in several (gpt_oss: mxfp4 as released, the "
+                  "default; float: dequantized experts)");
   cmd->add_option("--tokenizer", opt->tokenizer, "Use this tokenizer.json instead of the built-in small BPE");
   cmd->add_option("--shard-size", *shard, "Maximum safetensors shard size (e.g. 2G)")->default_val("4G");
   for (const auto& f : int_flags) {
@@ -68,10 +79,19 @@ void add_synth_command(CLI::App& app) {
     if (*tie) opt->overrides["tie_word_embeddings"] = true;
     if (*no_norm_topk) opt->overrides["norm_topk_prob"] = false;
     if (*attn_bias) opt->overrides["attention_bias"] = true;
+    if (opt->layout.empty() && dtype_opt->count() > 0) {
+      // --dtype alone asks for float weights: the float layout where there is one.
+      const auto& layouts = find_arch(opt->architecture).layouts;
+      if (std::find(layouts.begin(), layouts.end(), "float") != layouts.end() && layouts.front() != "float")
+        opt->layout = "float";
+    }
     SynthResult r = synthesize_model(*opt);
-    fmt::print("wrote {} ({} {}, {} tensors in {} shard(s), {}); weights are random\n",
-               opt->output.string(), opt->architecture, opt->preset, r.num_tensors, r.num_shards,
-               format_bytes(r.total_bytes));
+    const std::string layout =
+        r.config.contains("tern_synthetic") && r.config["tern_synthetic"].contains("layout")
+            ? fmt::format(", {} layout", r.config["tern_synthetic"]["layout"].get<std::string>())
+            : "";
+    fmt::print("wrote {} ({} {}{}, {} tensors in {} shard(s), {}); weights are random\n", opt->output.string(),
+               opt->architecture, opt->preset, layout, r.num_tensors, r.num_shards, format_bytes(r.total_bytes));
   });
 }
 

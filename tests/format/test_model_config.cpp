@@ -196,15 +196,12 @@ TEST(ModelConfig, DeeplyNestedJsonIsRefusedBeforeParsing) {
 
 TEST(Architectures, Qwen3MoeDeclaresExpertsAndDenseLayers) {
   ModelConfig c = parse_model_config(qwen3_config(), "config.json");
-  auto decls = find_arch("qwen3_moe").tensors(c);
+  const ArchSpec& arch = find_arch("qwen3_moe");
+  auto decls = arch.tensors(c);
   int experts = 0, dense_mlps = 0, lm_heads = 0;
-  for (const auto& d : decls) {
+  for (const auto& d : decls.tensors) {
     EXPECT_EQ(d.dim_fields.size(), d.shape.size()) << d.name << ": every dimension names its config field";
-    if (d.is_expert) {
-      ++experts;
-      EXPECT_TRUE(c.layer_is_moe(d.layer));
-      EXPECT_TRUE(d.section == "gate" || d.section == "up" || d.section == "down");
-    }
+    if (d.is_expert) ++experts;
     if (d.name.find("mlp.gate_proj") != std::string::npos && !d.is_expert) ++dense_mlps;
     if (d.name == "lm_head.weight") ++lm_heads;
     if (d.name == "model.layers.0.self_attn.q_proj.weight") {
@@ -214,6 +211,18 @@ TEST(Architectures, Qwen3MoeDeclaresExpertsAndDenseLayers) {
   EXPECT_EQ(experts, 3 * 8 * 3);
   EXPECT_EQ(dense_mlps, 1);
   EXPECT_EQ(lm_heads, 0) << "tied embeddings have no lm_head";
+  // One section per per-expert tensor, taken whole.
+  ASSERT_EQ(decls.sections.size(), 3u * 8 * 3);
+  const DeclIndex index = index_decls(decls.tensors);
+  for (size_t i = 0; i < decls.sections.size(); ++i) {
+    const SectionDecl& s = decls.sections[i];
+    EXPECT_TRUE(c.layer_is_moe(s.layer));
+    EXPECT_EQ(s.name, arch.expert_sections[i % 3]);
+    EXPECT_EQ(s.source.expert_index, -1);
+    const SourceGeometry g = section_source_geometry(s, index);
+    EXPECT_EQ(g.tensor->shape, s.shape) << s.source.tensor;
+  }
+  EXPECT_EQ(decls.sections[3].source.tensor, "model.layers.0.mlp.experts.1.gate_proj.weight");
 }
 
 }  // namespace

@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 
 #include "tern/core/error.h"
+#include "tern/runtime/chat_format.h"
+#include "tern/tokenizer/synthetic.h"
+#include "tern/tokenizer/tokenizer.h"
 
 namespace tern {
 namespace {
@@ -26,6 +29,60 @@ TEST(ChatTemplate, EarlierAssistantTurnsLoseTheirThinking) {
 TEST(ChatTemplate, RejectsUnknownRolesAndLateSystem) {
   EXPECT_THROW(render_chatml({{"robot", "x"}}), Error);
   EXPECT_THROW(render_chatml({{"user", "x"}, {"system", "y"}}), Error);
+}
+
+// The synthetic test tokenizer has Qwen3's added tokens (<|im_end|>, <think>, ...).
+const Tokenizer& qwen3_tokenizer() {
+  static const Tokenizer tokenizer = Tokenizer::from_json_text(build_synthetic_tokenizer().tokenizer_json);
+  return tokenizer;
+}
+
+struct Reply {
+  std::string reasoning, content;
+  bool ended = false;
+};
+
+Reply parse_reply(const std::string& generated, bool thinking = true) {
+  const Tokenizer& t = qwen3_tokenizer();
+  auto format = make_chatml_format(t, {});
+  auto parser = format->make_parser({.add_generation_prompt = true, .enable_thinking = thinking});
+  Reply r;
+  auto take = [&](const std::vector<ChatEvent>& events) {
+    for (const auto& e : events) {
+      if (e.kind == ChatEvent::Kind::Reasoning) r.reasoning += e.text;
+      if (e.kind == ChatEvent::Kind::Content) r.content += e.text;
+      if (e.kind == ChatEvent::Kind::End) r.ended = true;
+    }
+  };
+  for (int32_t id : t.encode(generated)) take(parser->push(id));
+  take(parser->finish());
+  EXPECT_EQ(parser->reply().content, r.content);
+  return r;
+}
+
+TEST(ChatTemplate, FormatRendersLikeRenderChatmlAndStopsOnImEnd) {
+  const Tokenizer& t = qwen3_tokenizer();
+  auto format = make_chatml_format(t, std::vector<int32_t>{t.token_id("<|endoftext|>")});
+  EXPECT_EQ(format->name(), "qwen3-chatml");
+  std::vector<ChatMessage> messages = {{"system", "Be brief."}, {"user", "Hi"}};
+  EXPECT_EQ(format->render(messages, {}), render_chatml(messages));
+  EXPECT_EQ(format->stop_tokens(), (std::vector<int32_t>{t.token_id("<|im_end|>"), t.token_id("<|endoftext|>")}));
+}
+
+TEST(ChatTemplate, ParserSplitsThinkingFromTheAnswer) {
+  Reply r = parse_reply("<think>\nThe user greets.\n</think>\n\nHello!<|im_end|>ignored");
+  EXPECT_EQ(r.reasoning, "The user greets.\n");
+  EXPECT_EQ(r.content, "Hello!");
+  EXPECT_TRUE(r.ended);
+}
+
+TEST(ChatTemplate, ParserWithoutThinkingTakesEverythingAsTheAnswer) {
+  Reply off = parse_reply("Hello <think> there<|im_end|>", /*thinking=*/false);
+  EXPECT_EQ(off.reasoning, "");
+  EXPECT_EQ(off.content, "Hello <think> there");
+  Reply plain = parse_reply("Just an answer.");  // cut by the token limit: no end
+  EXPECT_EQ(plain.content, "Just an answer.");
+  EXPECT_FALSE(plain.ended);
 }
 
 }  // namespace

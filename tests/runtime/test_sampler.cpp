@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <map>
 
 #include "tern/core/error.h"
@@ -64,6 +65,28 @@ TEST(Sampler, RepetitionPenaltyDemotesSeenTokens) {
   auto l = logits();
   std::vector<int32_t> seen = {1};
   EXPECT_EQ(s.sample(l, seen), 2);  // 3.0 / 2 = 1.5 < 2.9
+}
+
+// Issue 16: NaN weights in a model file give NaN logits, which broke the
+// candidate sort's ordering (undefined behaviour in std::sort) and the
+// sampling distribution.
+TEST(Sampler, NanAndInfiniteLogitsNeverBreakSampling) {
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  for (uint64_t seed = 0; seed < 200; ++seed) {
+    std::vector<float> l(64);
+    for (size_t i = 0; i < l.size(); ++i) l[i] = i % 3 == 0 ? nan : static_cast<float>((i * 7919 + seed) % 100) / 10;
+    l[5] = 1e30f;
+    Sampler s({.temperature = 1.0f, .top_k = 0, .top_p = 1.0f, .seed = seed});
+    const int32_t id = s.sample(l, {});
+    EXPECT_NE(id % 3, 0) << "a NaN logit was sampled";
+  }
+  std::vector<float> with_inf = {0.0f, inf, nan, 1.0f};
+  Sampler greedy({.greedy = true});
+  EXPECT_EQ(greedy.sample(with_inf, {}), 1);
+  with_inf = {0.0f, inf, nan, 1.0f};
+  EXPECT_EQ(Sampler({.temperature = 1.0f, .top_k = 2}).sample(with_inf, {}), 1);
+  std::vector<float> all_nan(8, nan);
+  EXPECT_THROW(Sampler({.temperature = 1.0f}).sample(all_nan, {}), Error);
 }
 
 TEST(Sampler, RejectsInvalidOptions) {

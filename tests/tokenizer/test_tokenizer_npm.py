@@ -152,6 +152,43 @@ def generated_strings(count=400, seed=20240607):
     return out
 
 
+# GPT-OSS's harmony special tokens and their ids (docs/gpt_oss_facts.md §6).
+HARMONY_SPECIALS = {"<|startoftext|>": 199998, "<|endoftext|>": 199999, "<|return|>": 200002,
+                    "<|constrain|>": 200003, "<|channel|>": 200005, "<|start|>": 200006, "<|end|>": 200007,
+                    "<|message|>": 200008, "<|call|>": 200012, "<|endofprompt|>": 200018}
+
+HARMONY_SYSTEM = ("<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.\n"
+                  "Knowledge cutoff: 2024-06\nCurrent date: 2025-06-28\n\nReasoning: {effort}\n\n"
+                  "# Valid channels: analysis, commentary, final. Channel must be included for every message.<|end|>")
+
+
+def harmony_conversations():
+    """Conversations as the gpt-oss chat template (and `tern chat`) renders them, plus model replies."""
+    developer = "<|start|>developer<|message|># Instructions\n\n{}\n\n<|end|>"
+    user = "<|start|>user<|message|>{}<|end|>"
+    final = "<|start|>assistant<|channel|>final<|message|>{}<|end|>"
+    out = []
+    for effort in ("low", "medium", "high"):
+        out.append(HARMONY_SYSTEM.format(effort=effort) + user.format("What is 2 + 2?") + "<|start|>assistant")
+    out.append(HARMONY_SYSTEM.format(effort="medium") + developer.format("Answer in French.\nBe brief.") +
+               user.format("Bonjour ! Ça va ?") + final.format("Oui, très bien. 😀") + user.format("Et toi?") +
+               "<|start|>assistant")
+    out.append(HARMONY_SYSTEM.format(effort="high") + user.format("Weather in 東京?") +
+               "<|start|>assistant<|channel|>analysis<|message|>Need the weather tool.<|end|>"
+               "<|start|>assistant to=functions.get_weather<|channel|>commentary json<|message|>"
+               '{"city": "東京"}<|call|>'
+               "<|start|>functions.get_weather to=assistant<|channel|>commentary<|message|>"
+               '"{\\"temp\\": 20}\\n"<|end|><|start|>assistant')
+    # Replies as the model writes them (what the output parser sees).
+    out.append("<|channel|>analysis<|message|>User asks: \"What is 2 + 2?\" Simple arithmetic. Provide answer."
+               "<|end|><|start|>assistant<|channel|>final<|message|>2 + 2 = 4.<|return|>")
+    out.append("<|channel|>commentary to=functions.f <|constrain|>json<|message|>{\"x\":1}<|call|>")
+    # Specials glued to text and whitespace on either side, and near misses that are plain text.
+    out += ["a<|start|>b", " <|end|> ", "\n<|message|>\n", "<|start|><|end|><|return|>", "<|start", "|>",
+            "< |end| >", "<|START|>", "<|reserved_200000|>x", "<|startoftext|>Hi<|endoftext|>"]
+    return out
+
+
 def read_vectors(name):
     inp = (VECTORS / f"{name}.inp").read_text(encoding="utf-8").split("\n__ggml_vocab_test__\n")
     if inp and inp[-1] == "":
@@ -205,6 +242,21 @@ class TokenizerAgainstReferences(unittest.TestCase):
             inp, expected = read_vectors("ggml-vocab-gpt-4o.gguf")
             self.assert_same_ids("gpt-oss vs ggml-vocab-gpt-4o vectors", inp,
                                  tern_batch(GPTOSS / "tokenizer.json", inp), expected)
+
+    def test_gptoss_harmony_specials_and_rendered_conversations(self):
+        tokenizer = GPTOSS / "tokenizer.json"
+        specials = list(HARMONY_SPECIALS)
+        self.assertEqual(tern_batch(tokenizer, specials), [[HARMONY_SPECIALS[s]] for s in specials])
+        self.assertEqual(tern_batch(tokenizer, [[i] for i in HARMONY_SPECIALS.values()]), specials)
+        strings = harmony_conversations()
+        ours = tern_batch(tokenizer, strings)
+        theirs = js_batch(tokenizer, GPTOSS / "tokenizer_config.json", strings)
+        self.assert_same_ids("gpt-oss harmony vs @huggingface/tokenizers", strings, ours, theirs)
+        self.assertEqual(tern_batch(tokenizer, ours), strings)  # decodes back, specials included
+        # Every structural token of a rendered conversation is one id.
+        for s, ids in zip(strings, ours):
+            for special, id in HARMONY_SPECIALS.items():
+                self.assertEqual(ids.count(id), s.count(special), f"{special} in {s!r}")
 
     def test_llama3_matches_js_implementation(self):
         self.check_tokenizer("llama3", LLAMA3)

@@ -14,7 +14,7 @@ constexpr std::string_view kVocab = "vocab_size", kHidden = "hidden_size", kHead
 
 TensorDecl trunk(std::string name, std::vector<int64_t> shape, std::vector<std::string_view> fields,
                  WeightInit init = WeightInit::Linear) {
-  return TensorDecl{std::move(name), std::move(shape), init, false, -1, -1, "", std::move(fields)};
+  return TensorDecl{.name = std::move(name), .shape = std::move(shape), .init = init, .dim_fields = std::move(fields)};
 }
 
 void parse_qwen3_moe(const ConfigReader& r, ModelConfig& cfg) {
@@ -47,8 +47,9 @@ void parse_qwen3_moe(const ConfigReader& r, ModelConfig& cfg) {
     r.invalid("use_sliding_window", "is true; sliding-window attention is not supported for qwen3_moe");
 }
 
-std::vector<TensorDecl> qwen3_moe_tensors(const ModelConfig& c) {
-  std::vector<TensorDecl> t;
+CheckpointDecls qwen3_moe_tensors(const ModelConfig& c, size_t /*layout: one*/) {
+  CheckpointDecls decls;
+  std::vector<TensorDecl>& t = decls.tensors;
   const int64_t H = c.hidden_size, D = c.head_dim;
   const int64_t q_dim = c.num_heads * D, kv_dim = c.num_kv_heads * D;
   t.push_back(trunk("model.embed_tokens.weight", {c.vocab_size, H}, {kVocab, kHidden}, WeightInit::Embedding));
@@ -79,24 +80,31 @@ std::vector<TensorDecl> qwen3_moe_tensors(const ModelConfig& c) {
   }
   t.push_back(trunk("model.norm.weight", {H}, {kHidden}, WeightInit::Ones));
   if (!c.tie_word_embeddings) t.push_back(trunk("lm_head.weight", {c.vocab_size, H}, {kVocab, kHidden}));
-  // Routed experts, layer by layer, expert by expert, sections in record order.
+  // Routed experts, layer by layer, expert by expert, sections in record
+  // order: one checkpoint tensor per section, taken whole.
   const int64_t I = c.moe_intermediate_size;
   for (int64_t l = 0; l < c.num_layers; ++l) {
     if (!c.layer_is_moe(l)) continue;
     for (int64_t e = 0; e < c.num_experts; ++e) {
       const std::string p = fmt::format("model.layers.{}.mlp.experts.{}.", l, e);
-      t.push_back({p + "gate_proj.weight", {I, H}, WeightInit::Linear, true, l, e, "gate", {kMoeFfn, kHidden}});
-      t.push_back({p + "up_proj.weight", {I, H}, WeightInit::Linear, true, l, e, "up", {kMoeFfn, kHidden}});
-      t.push_back({p + "down_proj.weight", {H, I}, WeightInit::Linear, true, l, e, "down", {kHidden, kMoeFfn}});
+      auto add = [&](const char* section, const char* proj, std::vector<int64_t> shape,
+                     std::vector<std::string_view> fields) {
+        std::string name = p + proj + ".weight";
+        t.push_back({.name = name, .shape = shape, .init = WeightInit::Linear, .is_expert = true, .dim_fields = fields});
+        decls.sections.push_back({l, e, section, std::move(shape), std::move(fields), {.tensor = std::move(name)}});
+      };
+      add("gate", "gate_proj", {I, H}, {kMoeFfn, kHidden});
+      add("up", "up_proj", {I, H}, {kMoeFfn, kHidden});
+      add("down", "down_proj", {H, I}, {kHidden, kMoeFfn});
     }
   }
-  return t;
+  return decls;
 }
 
 }  // namespace
 
 const ArchSpec& qwen3_moe_arch() {
-  static const ArchSpec spec{"qwen3_moe", parse_qwen3_moe, qwen3_moe_tensors, {"gate", "up", "down"}};
+  static const ArchSpec spec{"qwen3_moe", parse_qwen3_moe, {"float"}, qwen3_moe_tensors, {"gate", "up", "down"}};
   return spec;
 }
 

@@ -1,16 +1,18 @@
 #include "tern/format/architectures.h"
 
 #include "tern/core/error.h"
+#include "tern/format/safetensors.h"
 
 namespace tern {
 
 // One accessor per architecture, each defined in its arch_<name>.cpp.
 const ArchSpec& qwen3_moe_arch();
+const ArchSpec& gpt_oss_arch();
 
 namespace {
 
 const std::vector<const ArchSpec*>& registry() {
-  static const std::vector<const ArchSpec*> archs = {&qwen3_moe_arch()};
+  static const std::vector<const ArchSpec*> archs = {&qwen3_moe_arch(), &gpt_oss_arch()};
   return archs;
 }
 
@@ -18,6 +20,76 @@ const std::vector<const ArchSpec*>& registry() {
 
 std::string dim_fields_str(const TensorDecl& decl) {
   return fmt::format("[{}]", fmt::join(decl.dim_fields, ", "));
+}
+
+std::string dim_fields_str(const SectionDecl& decl) {
+  return fmt::format("[{}]", fmt::join(decl.dim_fields, ", "));
+}
+
+size_t ArchSpec::layout_index(std::string_view name) const {
+  for (size_t i = 0; i < layouts.size(); ++i)
+    if (layouts[i] == name) return i;
+  fail("{} checkpoints have no layout '{}'; layouts: {}", model_type, printable(name), fmt::join(layouts, ", "));
+}
+
+DeclIndex index_decls(std::span<const TensorDecl> tensors) {
+  DeclIndex index;
+  index.reserve(tensors.size());
+  for (const TensorDecl& t : tensors) index.emplace(t.name, &t);
+  return index;
+}
+
+SourceGeometry section_source_geometry(const SectionDecl& s, const DeclIndex& tensors) {
+  const std::string what = fmt::format("expert section '{}' of (layer {}, expert {})", s.name, s.layer, s.expert);
+  auto find = [&](const std::string& name) -> const TensorDecl* {
+    auto it = tensors.find(name);
+    if (it == tensors.end()) fail("{}: source tensor '{}' is not declared", what, name);
+    if (!it->second->is_expert) fail("{}: source tensor '{}' is not an expert tensor", what, name);
+    return it->second;
+  };
+  const SectionSource& src = s.source;
+  SourceGeometry g;
+  g.tensor = find(src.tensor);
+  std::vector<int64_t> shape = g.tensor->shape;
+  if (src.expert_index >= 0) {
+    if (shape.size() < 2 || src.expert_index >= shape[0])
+      fail("{}: expert index {} outside '{}' {}", what, src.expert_index, src.tensor, shape_str(shape));
+    g.slices = shape[0];
+    shape.erase(shape.begin());
+  }
+  switch (g.tensor->encoding) {
+    case TensorEncoding::Float:
+      if (!src.scales.empty()) fail("{}: a float source has no scales", what);
+      if (shape.size() == 1) shape.push_back(1);  // a vector is [n, 1]
+      if (shape.size() != 2) fail("{}: source '{}' is not a matrix or vector per slice", what, src.tensor);
+      g.out = shape[src.transposed ? 1 : 0];
+      g.in = shape[src.transposed ? 0 : 1];
+      break;
+    case TensorEncoding::Mxfp4Blocks: {
+      g.scales = find(src.scales);
+      if (g.scales->encoding != TensorEncoding::Mxfp4Scales) fail("{}: '{}' is not MXFP4 scales", what, src.scales);
+      if (src.transposed) fail("{}: MXFP4 blocks are [out, in]; they cannot be transposed", what);
+      if (shape.size() != 3 || shape[2] != 16) fail("{}: MXFP4 blocks '{}' are not [rows, in / 32, 16]", what, src.tensor);
+      std::vector<int64_t> want = g.tensor->shape;
+      want.pop_back();
+      if (g.scales->shape != want)
+        fail("{}: MXFP4 scales {} do not match blocks {}", what, shape_str(g.scales->shape), shape_str(g.tensor->shape));
+      g.out = shape[0];
+      g.in = shape[1] * 32;
+      break;
+    }
+    case TensorEncoding::Mxfp4Scales:
+      fail("{}: source '{}' is MXFP4 scales; name the blocks as the source", what, src.tensor);
+  }
+  const bool vector = s.shape.size() == 1;
+  if (s.shape.empty() || s.shape.size() > 2) fail("{}: shape {} is not a matrix or vector", what, shape_str(s.shape));
+  const int64_t rows = s.shape[0], cols = vector ? 1 : s.shape[1];
+  if (cols != g.in)
+    fail("{}: rows of {} elements, but '{}' gives rows of {}", what, cols, src.tensor, g.in);
+  if (src.row_start < 0 || src.row_step < 1 || rows < 1 || src.row_start + (rows - 1) * src.row_step >= g.out)
+    fail("{}: rows {} + {} x {} lie outside the {} rows of '{}'", what, src.row_start, rows - 1, src.row_step,
+         g.out, src.tensor);
+  return g;
 }
 
 std::vector<std::string_view> supported_architectures() {

@@ -1,13 +1,25 @@
 #pragma once
 // The architecture registry. An architecture is described by data the rest
 // of Tern reads: how its config.json parses, which tensors a checkpoint of it
-// holds (with shapes, and which are routed-expert weights), and how synth
-// should initialise each. Adding an architecture = one arch_<name>.cpp plus
-// one line in architectures.cpp; nothing else changes.
+// holds (with shapes and encodings), and which expert-record sections are
+// cut out of which checkpoint tensors. Adding an architecture = one
+// arch_<name>.cpp plus one line in architectures.cpp; install, synth and
+// the manifest check at model open all read the same description, so they
+// cannot disagree.
+//
+// Checkpoint tensors and expert sections are separate lists because they
+// are not one to one: Qwen3-MoE (like Mixtral, OLMoE, Qwen2-MoE) ships one
+// tensor per expert projection, which is one section; gpt_oss (like Gemma 4)
+// ships one tensor per layer fused over all experts, gate and up interleaved
+// in it, stored [in, out], and in OpenAI's MXFP4 blocks as released. A
+// section names its source tensor, the expert's slice of it, the rows it
+// takes, and whether the source is transposed; the installer only executes
+// that.
 #include <cstdint>
 #include <span>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "tern/format/config_reader.h"
@@ -21,37 +33,126 @@ enum class WeightInit {
   Linear,     // projections: uniform with std 1/sqrt(fan_in)
   Router,     // router: larger spread so routing is not degenerate
   Embedding,  // embeddings: std 1
-  Zeros,      // biases
+  Zeros,      // biases: small (±0.1) so they are exercised
+  Logit,      // per-head learned logits (attention sinks): std 1
+  // MXFP4 blocks and their scales, drawn together so the values have std
+  // ~1/sqrt(fan_in) (random E2M1 codes, scale bytes around the exponent that
+  // gives it).
+  Mxfp4Blocks,
+  Mxfp4Scales,
+  // A float tensor holding the dequantized values of an MXFP4 pair of
+  // another layout of the same architecture (TensorDecl::twin_*), so both
+  // layouts of one seed hold the same weights.
+  Mxfp4Dequantized,
 };
 
-// One tensor an architecture's checkpoint must contain.
+// What a checkpoint tensor's bytes are.
+enum class TensorEncoding : uint8_t {
+  Float,  // F32, BF16 or F16 values
+  // OpenAI's MXFP4 as released (U8): blocks [..., rows, in / 32, 16], byte b
+  // of a block holds E2M1 codes of elements 2b (low nibble) and 2b + 1 (high
+  // nibble); scales [..., rows, in / 32] are E8M0 bytes, bias 127.
+  Mxfp4Blocks,
+  Mxfp4Scales,
+};
+
+// One tensor a checkpoint must contain (in one layout of the architecture).
 struct TensorDecl {
   std::string name;
   std::vector<int64_t> shape;
   WeightInit init = WeightInit::Linear;
-  // Routed-expert weights go to experts.bin; everything else is trunk.
+  // A routed-expert source: its values reach experts.bin through the
+  // architecture's SectionDecls. Everything else is trunk (one .tern tensor
+  // of the same name and shape).
   bool is_expert = false;
-  int64_t layer = -1;
-  int64_t expert = -1;
-  std::string section;  // within an expert record: e.g. "gate", "up", "down"
   // The config.json fields each dimension comes from ("hidden_size",
   // "num_attention_heads x head_dim"), for errors when a file disagrees.
   std::vector<std::string_view> dim_fields;
+  TensorEncoding encoding = TensorEncoding::Float;
+  // init == Mxfp4Dequantized: the MXFP4 pair (names in the other layout)
+  // whose values this tensor holds slice by slice of dimension 0; transposed
+  // when this tensor stores each slice [in, out] and the blocks [out, in].
+  std::string twin_blocks, twin_scales;
+  bool twin_transposed = false;
 };
 
-// "[a, b]" with the fields of decl's dimensions, e.g. "[num_experts, hidden_size]".
-std::string dim_fields_str(const TensorDecl& decl);
+// Where one section of an expert record comes from. A section is a matrix
+// [out, in] (rows are output features, like every Tern matrix) or a vector
+// [n] (seen as [n, 1]). Its source is a checkpoint tensor, or one slice of a
+// tensor fused over the experts of a layer; the source (slice) is seen as an
+// [out, in] matrix, and the section takes rows row_start, row_start +
+// row_step, ... of it (gate/up interleaved in one fused projection: start 0
+// and 1, step 2).
+struct SectionSource {
+  std::string tensor;          // the source TensorDecl (MXFP4: the blocks)
+  std::string scales;          // MXFP4 only: the scales TensorDecl
+  int64_t expert_index = -1;   // >= 0: slice [expert_index] of dimension 0; -1: the whole tensor
+  bool transposed = false;     // Float only: the (slice of the) source is stored [in, out]
+  int64_t row_start = 0;
+  int64_t row_step = 1;
+};
+
+// One section of one expert record: (layer, expert, name), e.g. (3, 17, "gate").
+struct SectionDecl {
+  int64_t layer = 0;
+  int64_t expert = 0;
+  std::string name;            // one of ArchSpec::expert_sections
+  std::vector<int64_t> shape;  // as stored in the record: [out, in] or [n]
+  std::vector<std::string_view> dim_fields;
+  SectionSource source;
+};
+
+// A checkpoint layout's declarations.
+struct CheckpointDecls {
+  // Trunk tensors then expert sources, in a stable order.
+  std::vector<TensorDecl> tensors;
+  // Every expert section: (layer, expert) ascending, sections in record order.
+  std::vector<SectionDecl> sections;
+};
 
 struct ArchSpec {
   std::string_view model_type;
   // Fills cfg from config.json and validates it; throws tern::Error naming
   // the field. Shared field readers live in config_reader.h.
   void (*parse)(const ConfigReader& config, ModelConfig& cfg);
-  // Every tensor of a checkpoint, trunk then experts, in a stable order.
-  std::vector<TensorDecl> (*tensors)(const ModelConfig& cfg);
+  // The layouts checkpoints of this architecture come in (gpt_oss: "mxfp4"
+  // as released, "float" dequantized). layouts[0] is what synth writes by
+  // default. Layouts differ only in expert sources: the trunk tensors and the
+  // expert sections (names, shapes) are the same in all.
+  std::vector<std::string_view> layouts;
+  // Every tensor of a checkpoint in layout `layout` (an index into layouts),
+  // and the expert sections cut from them.
+  CheckpointDecls (*declare)(const ModelConfig& cfg, size_t layout);
   // The sections of one expert record, in on-disk order.
   std::vector<std::string> expert_sections;
+
+  CheckpointDecls tensors(const ModelConfig& cfg, size_t layout = 0) const { return declare(cfg, layout); }
+  // Index of a layout by name; throws listing the layouts.
+  size_t layout_index(std::string_view name) const;
 };
+
+// "[a, b]" with the fields of decl's dimensions, e.g. "[num_experts, hidden_size]".
+std::string dim_fields_str(const TensorDecl& decl);
+std::string dim_fields_str(const SectionDecl& decl);
+
+// The [out, in] view of a section's source, checked against the section.
+struct SourceGeometry {
+  const TensorDecl* tensor = nullptr;  // the source (MXFP4: blocks)
+  const TensorDecl* scales = nullptr;  // MXFP4 only
+  int64_t slices = 1;                  // dimension 0 of a fused source, else 1
+  int64_t out = 0, in = 0;             // the [out, in] view of one slice
+};
+
+// Declarations by name (views into the declarations, which must outlive it).
+using DeclIndex = std::unordered_map<std::string_view, const TensorDecl*>;
+DeclIndex index_decls(std::span<const TensorDecl> tensors);
+
+// Resolves a section's source among an architecture's own declarations and
+// checks that the description is consistent: the source
+// is an expert tensor of a matching encoding, the expert index and rows lie
+// inside it, its width equals the section's. Throws tern::Error naming the
+// section (an error here is a bug in the architecture's description).
+SourceGeometry section_source_geometry(const SectionDecl& section, const DeclIndex& tensors);
 
 // Throws "unsupported architecture X; supported: a, b".
 const ArchSpec& find_arch(std::string_view model_type);

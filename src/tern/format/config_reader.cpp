@@ -64,6 +64,25 @@ std::vector<int64_t> ConfigReader::get_int_list(const std::string& key) const {
   return out;
 }
 
+std::string ConfigReader::get_string(const std::string& key, const std::string& fallback) const {
+  if (!has(key)) return fallback;
+  const json& v = json_[key];
+  if (!v.is_string()) invalid(key, fmt::format("must be a string, got {}", json_excerpt(v)));
+  return v.get<std::string>();
+}
+
+std::vector<std::string> ConfigReader::get_string_list(const std::string& key) const {
+  std::vector<std::string> out;
+  if (!has(key)) return out;
+  const json& v = json_[key];
+  if (!v.is_array()) invalid(key, fmt::format("must be a list of strings, got {}", json_excerpt(v)));
+  for (const auto& e : v) {
+    if (!e.is_string()) invalid(key, fmt::format("must be a list of strings, got {}", json_excerpt(e)));
+    out.push_back(e.get<std::string>());
+  }
+  return out;
+}
+
 void ConfigReader::require_positive(const std::string& key, int64_t value) const {
   if (value <= 0) invalid(key, fmt::format("must be positive, got {}", value));
 }
@@ -97,6 +116,7 @@ RopeScalingConfig read_rope_scaling(const ConfigReader& r) {
   s.mscale_all_dim = rr.get_double("mscale_all_dim", 0.0);
   s.low_freq_factor = rr.get_double("low_freq_factor", 1.0);
   s.high_freq_factor = rr.get_double("high_freq_factor", 4.0);
+  s.truncate = rr.get_bool("truncate", true);
   static const char* known[] = {"default", "linear", "dynamic", "yarn", "llama3", "longrope"};
   bool ok = false;
   for (const char* k : known) ok = ok || s.type == k;

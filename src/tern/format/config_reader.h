@@ -24,6 +24,8 @@ class ConfigReader {
   double get_double(const std::string& key, double fallback) const;
   bool get_bool(const std::string& key, bool fallback) const;
   std::vector<int64_t> get_int_list(const std::string& key) const;  // absent -> empty
+  std::string get_string(const std::string& key, const std::string& fallback) const;
+  std::vector<std::string> get_string_list(const std::string& key) const;  // absent -> empty
   const nlohmann::json& raw() const { return json_; }
   const std::string& source() const { return source_; }
 

@@ -285,13 +285,15 @@ void check_manifest_against_config(const Manifest& m, const ModelConfig& cfg, co
     fail("{}: field 'architecture' is {} but the config's model_type is {}", source, json_excerpt(m.architecture),
          json_excerpt(cfg.architecture));
   const ArchSpec& arch = find_arch(cfg.architecture);
-  const std::vector<TensorDecl> decls = arch.tensors(cfg);
+  // Trunk tensors and expert sections are the same in every checkpoint
+  // layout of an architecture (only expert sources differ), so layout 0 speaks for all.
+  const CheckpointDecls decls = arch.tensors(cfg);
   std::map<std::string, const TensorDecl*, std::less<>> trunk_decls;
-  std::map<std::pair<int64_t, std::string>, const TensorDecl*> section_decls;  // (layer, section) of expert 0
-  for (const TensorDecl& d : decls) {
+  std::map<std::pair<int64_t, std::string>, const SectionDecl*> section_decls;  // (layer, section) of expert 0
+  for (const TensorDecl& d : decls.tensors)
     if (!d.is_expert) trunk_decls.emplace(d.name, &d);
-    else if (d.expert == 0) section_decls.emplace(std::pair{d.layer, d.section}, &d);
-  }
+  for (const SectionDecl& s : decls.sections)
+    if (s.expert == 0) section_decls.emplace(std::pair{s.layer, s.name}, &s);
 
   // Trunk: exactly the declared tensors, with the declared shapes.
   std::set<std::string_view> listed;
@@ -305,7 +307,7 @@ void check_manifest_against_config(const Manifest& m, const ModelConfig& cfg, co
     check_role_format(t.format, t.shape, what);
     listed.insert(t.name);
   }
-  for (const TensorDecl& d : decls)
+  for (const TensorDecl& d : decls.tensors)
     if (!d.is_expert && !listed.count(d.name))
       fail("{}: trunk tensor {} is missing (the config implies shape {})", source, json_excerpt(d.name),
            shape_str(d.shape));
@@ -341,6 +343,9 @@ void check_manifest_against_config(const Manifest& m, const ModelConfig& cfg, co
              "table disagree)",
              what, name, shape_str(sec.shape), shape_str(it->second->shape), dim_fields_str(*it->second));
       check_role_format(sec.format, sec.shape, what + " section '" + name + "'");
+      // Vectors inside expert records (biases) are F32: the engine reads them in place.
+      if (sec.shape.size() == 1 && sec.format != TensorFormat::F32)
+        fail("{} section '{}' is {}; vectors in expert records must be f32", what, name, format_name(sec.format));
       if (sec.offset != record) fail("{} section '{}' starts at {}, expected {} (back to back)", what, name, sec.offset, record);
       record += sec.size;
     }

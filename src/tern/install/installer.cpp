@@ -6,6 +6,8 @@
 #include <chrono>
 #include <map>
 #include <memory>
+#include <set>
+#include <unordered_map>
 #include <thread>
 #include <vector>
 
@@ -18,6 +20,7 @@
 #include "tern/format/architectures.h"
 #include "tern/format/safetensors.h"
 #include "tern/install/install_pipeline.h"
+#include "tern/install/section_convert.h"
 #include "tern/quant/quantize.h"
 
 namespace tern {
@@ -35,8 +38,6 @@ constexpr const char* kCopiedFiles[] = {
 // Trunk tensors are converted in jobs of at most this many bytes of source
 // or output (experts are one job per record).
 constexpr uint64_t kChunkBytes = 16ull << 20;
-// A thread takes at least this many source bytes of rows at a time.
-constexpr uint64_t kMinBytesPerThread = 256ull << 10;
 
 // Removes the temporary directory unless the install committed.
 struct TempDirGuard {
@@ -61,45 +62,38 @@ struct Planned {
   TensorFormat to;
 };
 
-// Converts `rows` rows of `row` elements from `from` (source bytes, back to
-// back) into `to`, splitting the rows across the pool's threads.
-void convert_rows(const uint8_t* in, TensorFormat from, uint8_t* out, TensorFormat to, int64_t rows, int64_t row,
-                  ThreadPool& pool) {
-  const auto in_row = static_cast<uint64_t>(format_bytes(from, {row}));
-  const auto out_row = static_cast<uint64_t>(format_bytes(to, {row}));
-  const auto min_rows = static_cast<int64_t>(std::max<uint64_t>(1, kMinBytesPerThread / std::max<uint64_t>(1, in_row)));
-  pool.parallel_for(rows, min_rows, [&](int64_t begin, int64_t end) {
-    const uint8_t* src = in + static_cast<uint64_t>(begin) * in_row;
-    uint8_t* dst = out + static_cast<uint64_t>(begin) * out_row;
-    if (from == to) {
-      std::memcpy(dst, src, static_cast<uint64_t>(end - begin) * in_row);
-    } else if (!is_quantized(to)) {
-      convert_elements(src, from, dst, to, static_cast<uint64_t>((end - begin) * row));
-    } else {
-      thread_local std::vector<float> f32;
-      f32.resize(static_cast<size_t>(row));
-      for (int64_t r = begin; r < end; ++r, src += in_row, dst += out_row) {
-        convert_elements(src, from, f32.data(), TensorFormat::F32, static_cast<uint64_t>(row));
-        quantize_row(to, f32.data(), dst, row);
-      }
-    }
-  });
-}
-
-// The format a tensor is stored in, given the request.
-TensorFormat storage_format(const TensorDecl& d, TensorFormat from, std::optional<TensorFormat> wanted, bool fallback) {
+// The format a matrix with rows of `row` elements is stored in, given the
+// request; a fallback is noted once per `what`.
+TensorFormat storage_format(const std::string& what, int64_t row, bool full_precision, TensorFormat from,
+                            std::optional<TensorFormat> wanted, bool fallback, std::set<std::string>& notes) {
   if (!wanted) return from;
-  if (keeps_full_precision(d)) return TensorFormat::F32;
+  if (full_precision) return TensorFormat::F32;
   TensorFormat to = *wanted;
-  const uint64_t row = static_cast<uint64_t>(d.shape.back());
-  auto fits = [&](TensorFormat f) { return row % format_info(f).block_elements == 0; };
+  auto fits = [&](TensorFormat f) { return static_cast<uint64_t>(row) % format_info(f).block_elements == 0; };
   if (fits(to) || !fallback) return to;
   TensorFormat alt = to == TensorFormat::Q4_K || to == TensorFormat::MXFP4 ? TensorFormat::Q4_0
                      : to == TensorFormat::Q6_K                          ? TensorFormat::Q8_0
                                                                          : from;
   if (!fits(alt)) alt = from;
-  log(LogLevel::Info, "{}: rows of {} do not fit {} blocks; stored as {}", d.name, row, format_name(to), format_name(alt));
+  if (notes.insert(what).second)
+    log(LogLevel::Info, "{}: rows of {} do not fit {} blocks; stored as {}", what, row, format_name(to), format_name(alt));
   return alt;
+}
+
+// The checkpoint layout of `arch` that ck holds: the first whose tensors are
+// all present, else the one with most present (its first missing tensor is
+// then the error).
+size_t detect_layout(const ArchSpec& arch, const ModelConfig& cfg, const SafetensorsCheckpoint& ck) {
+  if (arch.layouts.size() == 1) return 0;
+  size_t best = 0, best_found = 0;
+  for (size_t i = 0; i < arch.layouts.size(); ++i) {
+    const CheckpointDecls decls = arch.tensors(cfg, i);
+    size_t found = 0;
+    for (const TensorDecl& d : decls.tensors) found += ck.find(d.name) ? 1 : 0;
+    if (found == decls.tensors.size()) return i;
+    if (found > best_found) best = i, best_found = found;
+  }
+  return best;
 }
 
 }  // namespace
@@ -120,25 +114,44 @@ InstallResult install_model(const InstallOptions& opt) {
   ModelConfig cfg = load_model_config(opt.source / "config.json");
   const ArchSpec& arch = find_arch(cfg.architecture);
   SafetensorsCheckpoint ck = SafetensorsCheckpoint::open(opt.source);
-  std::vector<TensorDecl> decls = arch.tensors(cfg);
+  const size_t layout = detect_layout(arch, cfg, ck);
+  const CheckpointDecls decls = arch.tensors(cfg, layout);
+  if (arch.layouts.size() > 1 && !opt.quiet)
+    log(LogLevel::Info, "{} checkpoint in the {} layout", cfg.architecture, arch.layouts[layout]);
 
-  // Match every declared tensor to the checkpoint, with its storage format.
+  // Match every declared tensor to the checkpoint; trunk tensors get their storage format.
+  std::unordered_map<std::string_view, const TensorInfo*> sources;
   std::vector<Planned> plan;
+  std::set<std::string> notes;
   uint64_t total_bytes = 0;
-  std::map<std::string, bool> declared;
-  for (const auto& d : decls) {
-    declared[d.name] = true;
+  for (const auto& d : decls.tensors) {
     const TensorInfo* t = ck.find(d.name);
-    if (!t) fail("{}: tensor '{}' is missing from the checkpoint (config.json implies it)", opt.source.string(), d.name);
+    if (!t) {
+      const std::string hint = arch.layouts.size() > 1
+                                   ? fmt::format("; read as a {} checkpoint in the {} layout (layouts: {})",
+                                                 cfg.architecture, arch.layouts[layout], fmt::join(arch.layouts, ", "))
+                                   : "";
+      fail("{}: tensor '{}' is missing from the checkpoint (config.json implies it{})", opt.source.string(), d.name, hint);
+    }
     if (t->shape != d.shape)
-      fail("{}: tensor '{}' has shape {} but config.json implies {}", opt.source.string(), d.name,
-           shape_str(t->shape), shape_str(d.shape));
-    if (t->dtype != DType::F32 && t->dtype != DType::BF16 && t->dtype != DType::F16)
-      fail("{}: tensor '{}' has dtype {}; install supports F32, BF16 and F16 weights", opt.source.string(),
-           d.name, dtype_name(t->dtype));
+      fail("{}: tensor '{}' has shape {} but config.json implies {} = {}", opt.source.string(), d.name,
+           shape_str(t->shape), shape_str(d.shape), dim_fields_str(d));
+    if (d.encoding == TensorEncoding::Float) {
+      if (t->dtype != DType::F32 && t->dtype != DType::BF16 && t->dtype != DType::F16)
+        fail("{}: tensor '{}' has dtype {}; install supports F32, BF16 and F16 weights (and U8 only as MXFP4 "
+             "blocks and scales)",
+             opt.source.string(), d.name, dtype_name(t->dtype));
+    } else if (t->dtype != DType::U8) {
+      fail("{}: tensor '{}' has dtype {}; MXFP4 {} are U8", opt.source.string(), d.name, dtype_name(t->dtype),
+           d.encoding == TensorEncoding::Mxfp4Blocks ? "blocks" : "scales");
+    }
+    sources.emplace(d.name, t);
+    total_bytes += t->nbytes;
+    if (d.is_expert) continue;
+    if (d.encoding != TensorEncoding::Float) fail("{}: tensor '{}': a trunk tensor must be float", cfg.architecture, d.name);
     TensorFormat from = format_for_dtype(t->dtype);
-    TensorFormat to = storage_format(d, from, d.is_expert ? opt.expert_format : opt.trunk_format,
-                                     d.is_expert ? opt.expert_fallback : opt.trunk_fallback);
+    TensorFormat to = storage_format(d.name, d.shape.back(), keeps_full_precision(d), from, opt.trunk_format,
+                                     opt.trunk_fallback, notes);
     if (!can_convert(from, to) && !is_quantized(to))
       fail("tensor '{}': cannot store {} as {}", d.name, format_name(from), format_name(to));
     try {
@@ -148,14 +161,51 @@ InstallResult install_model(const InstallOptions& opt) {
            shape_str(d.shape), e.what());
     }
     plan.push_back({&d, t, from, to});
-    total_bytes += t->nbytes;
   }
   size_t extra = 0;
   for (const auto& name : ck.names())
-    if (!declared.count(name)) {
+    if (!sources.count(name)) {
       if (extra++ < 5) log(LogLevel::Warn, "ignoring tensor '{}' not used by {}", name, cfg.architecture);
     }
   if (extra > 5) log(LogLevel::Warn, "ignoring {} more unused tensors", extra - 5);
+
+  // Each expert section's source (checked against the description) and storage format.
+  const DeclIndex decl_index = index_decls(decls.tensors);
+  const size_t per_record = arch.expert_sections.size();
+  if (decls.sections.size() != static_cast<size_t>(cfg.num_moe_layers() * cfg.num_experts) * per_record)
+    fail("{}: {} expert sections declared for {} MoE layers x {} experts x {} sections", cfg.architecture,
+         decls.sections.size(), cfg.num_moe_layers(), cfg.num_experts, per_record);
+  struct SectionPlan {
+    const SectionDecl* decl;
+    SourceGeometry geometry;
+    const TensorInfo* src;
+    const TensorInfo* scales;
+    TensorFormat from, to;
+  };
+  auto plan_section = [&](const SectionDecl& s) {
+    SectionPlan sp{&s, section_source_geometry(s, decl_index), nullptr, nullptr, TensorFormat::F32, TensorFormat::F32};
+    sp.src = sources.at(sp.geometry.tensor->name);
+    if (sp.geometry.scales) sp.scales = sources.at(sp.geometry.scales->name);
+    const bool mxfp4 = sp.geometry.tensor->encoding == TensorEncoding::Mxfp4Blocks;
+    sp.from = mxfp4 ? TensorFormat::MXFP4 : format_for_dtype(sp.src->dtype);
+    const std::string what = fmt::format("expert section '{}'", s.name);
+    if (s.shape.size() == 1) {
+      sp.to = TensorFormat::F32;  // vectors in records are F32 (the engine reads them in place)
+    } else if (mxfp4 && (!opt.expert_format || *opt.expert_format == TensorFormat::MXFP4 || opt.keep_mxfp4_experts)) {
+      sp.to = TensorFormat::MXFP4;  // bit-exact repack, no requantization
+    } else {
+      sp.to = storage_format(what, s.shape.back(), false, sp.from, opt.expert_format, opt.expert_fallback, notes);
+    }
+    if (!mxfp4 && !can_convert(sp.from, sp.to) && !is_quantized(sp.to))
+      fail("{} from '{}': cannot store {} as {}", what, sp.src->name, format_name(sp.from), format_name(sp.to));
+    try {
+      format_bytes(sp.to, s.shape);
+    } catch (const Error& e) {
+      fail("{} from '{}' {}: {}; choose another format (q4_0, q8_0 have 32-element blocks)", what, sp.src->name,
+           shape_str(s.shape), e.what());
+    }
+    return sp;
+  };
 
   // Temporary directory beside the output (same file system, so rename is atomic).
   TempDirGuard guard{output.parent_path() / fmt::format(".{}.installing-{}", output.filename().string(), ::getpid())};
@@ -222,11 +272,11 @@ InstallResult install_model(const InstallOptions& opt) {
   }
   m.trunk_size = round_up(offset, kTrunkAlignment);
 
-  // experts.bin: per MoE layer a fixed-stride array of 4 KiB aligned records.
-  std::map<std::pair<int64_t, int64_t>, std::vector<const Planned*>> by_expert;
-  for (const auto& p : plan)
-    if (p.decl->is_expert) by_expert[{p.decl->layer, p.decl->expert}].push_back(&p);
+  // experts.bin: per MoE layer a fixed-stride array of 4 KiB aligned
+  // records. One job per record reads each source slice it needs once (gate
+  // and up come from one fused slice), in source order.
   offset = 0;
+  size_t next_section = 0;
   m.expert_layers.reserve(static_cast<size_t>(cfg.num_layers));  // jobs keep references to layers
   for (int64_t l = 0; l < cfg.num_layers; ++l) {
     if (!cfg.layer_is_moe(l)) continue;
@@ -236,59 +286,98 @@ InstallResult install_model(const InstallOptions& opt) {
     layer.offset = round_up(offset, kExpertAlignment);
     layer.checksums.assign(static_cast<size_t>(cfg.num_experts), 0);
     m.expert_layers.push_back(std::move(layer));
-    offset = m.expert_layers.back().offset;
     ExpertLayer& L = m.expert_layers.back();
     for (int64_t e = 0; e < cfg.num_experts; ++e) {
-      const auto& parts = by_expert[{l, e}];
-      if (parts.size() != arch.expert_sections.size())
-        fail("layer {} expert {}: expected {} sections, found {}", l, e, arch.expert_sections.size(), parts.size());
+      std::vector<SectionPlan> record;
+      for (size_t i = 0; i < per_record; ++i) {
+        const SectionDecl& s = decls.sections[next_section++];
+        if (s.layer != l || s.expert != e || s.name != arch.expert_sections[i])
+          fail("{}: expert section {} is '{}' of (layer {}, expert {}), expected '{}' of (layer {}, expert {})",
+               cfg.architecture, next_section - 1, s.name, s.layer, s.expert, arch.expert_sections[i], l, e);
+        record.push_back(plan_section(s));
+      }
       if (e == 0) {
         uint64_t so = 0;
-        for (const std::string& name : arch.expert_sections) {
-          auto it = std::find_if(parts.begin(), parts.end(), [&](const Planned* p) { return p->decl->section == name; });
-          if (it == parts.end()) fail("layer {} expert {}: missing section '{}'", l, e, name);
-          ExpertSection s{name, (*it)->to, (*it)->decl->shape, so, format_bytes((*it)->to, (*it)->decl->shape)};
-          so += s.size;
-          L.sections.push_back(std::move(s));
+        for (const SectionPlan& sp : record) {
+          ExpertSection sec{sp.decl->name, sp.to, sp.decl->shape, so, format_bytes(sp.to, sp.decl->shape)};
+          so += sec.size;
+          L.sections.push_back(std::move(sec));
         }
         L.record_size = so;
         L.stride = round_up(so, kExpertAlignment);
       }
-      // The record's sections, read in source order.
-      struct Part {
-        const Planned* p;
-        const ExpertSection* s;
+      // The distinct source slices, in source order, back to back in the input buffer.
+      struct Slice {
+        const TensorInfo* t;
+        int64_t index;
+        uint64_t at = 0;
       };
-      std::vector<Part> record;
-      for (const ExpertSection& s : L.sections) {
-        auto it = std::find_if(parts.begin(), parts.end(), [&](const Planned* p) { return p->decl->section == s.name; });
-        if (it == parts.end()) fail("layer {} expert {}: missing section '{}'", l, e, s.name);
-        const Planned& p = **it;
-        if (p.decl->shape != s.shape)
-          fail("tensor '{}': shape {} differs from expert 0's {}", p.decl->name, shape_str(p.decl->shape), shape_str(s.shape));
-        if (p.to != s.format)
-          fail("tensor '{}': stored as {} but expert 0 of its layer is {}", p.decl->name, format_name(p.to), format_name(s.format));
-        record.push_back({&p, &s});
+      std::vector<Slice> slices;
+      auto slice_of = [&](const TensorInfo* t, int64_t index) {
+        for (size_t i = 0; i < slices.size(); ++i)
+          if (slices[i].t == t && slices[i].index == index) return i;
+        slices.push_back({t, index});
+        return slices.size() - 1;
+      };
+      auto slice_range = [](const Slice& s) {
+        const uint64_t size = s.index >= 0 ? s.t->nbytes / static_cast<uint64_t>(s.t->shape[0]) : s.t->nbytes;
+        return std::pair{s.t->offset + (s.index >= 0 ? static_cast<uint64_t>(s.index) * size : 0), size};
+      };
+      std::vector<std::pair<size_t, size_t>> uses;  // per section: (data slice, scales slice or npos)
+      for (const SectionPlan& sp : record) {
+        const int64_t index = sp.decl->source.expert_index;
+        uses.push_back({slice_of(sp.src, index), sp.scales ? slice_of(sp.scales, index) : std::string::npos});
       }
-      std::sort(record.begin(), record.end(), [](const Part& a, const Part& b) {
-        return std::pair(a.p->src->file_index, a.p->src->offset) < std::pair(b.p->src->file_index, b.p->src->offset);
+      std::vector<size_t> order(slices.size());
+      for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+      std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+        return std::pair(slices[a].t->file_index, slice_range(slices[a]).first) <
+               std::pair(slices[b].t->file_index, slice_range(slices[b]).first);
       });
       InstallJob job;
-      for (const Part& part : record) job.inputs.push_back(source_range(*part.p, 0, part.p->src->nbytes));
+      uint64_t at = 0;
+      for (size_t i : order) {
+        const auto [first, size] = slice_range(slices[i]);
+        slices[i].at = at;
+        at += size;
+        job.inputs.push_back({&ck.shard(slices[i].t->file_index).file(), first, size});
+        job.progress_bytes += size;
+      }
+      std::vector<SectionConversion> conversions;
+      for (size_t i = 0; i < record.size(); ++i) {
+        const SectionPlan& sp = record[i];
+        const ExpertSection& sec = L.sections[i];
+        if (sp.decl->shape != sec.shape)
+          fail("expert section '{}' of (layer {}, expert {}): shape {} differs from expert 0's {}", sec.name, l, e,
+               shape_str(sp.decl->shape), shape_str(sec.shape));
+        if (sp.to != sec.format)
+          fail("expert section '{}' of (layer {}, expert {}) from '{}': stored as {} but expert 0 of its layer is {}",
+               sec.name, l, e, sp.src->name, format_name(sp.to), format_name(sec.format));
+        SectionConversion c;
+        c.source_name = sp.scales ? sp.scales->name : sp.src->name;
+        c.expert = sp.decl->source.expert_index;
+        c.encoding = sp.geometry.tensor->encoding;
+        c.from = sp.from;
+        c.to = sp.to;
+        c.rows = sp.decl->shape[0];
+        c.cols = sp.decl->shape.size() == 1 ? 1 : sp.decl->shape[1];
+        c.src_rows = sp.geometry.out;
+        c.transposed = sp.decl->source.transposed;
+        c.row_start = sp.decl->source.row_start;
+        c.row_step = sp.decl->source.row_step;
+        c.data_offset = slices[uses[i].first].at;
+        if (uses[i].second != std::string::npos) c.scales_offset = slices[uses[i].second].at;
+        c.out_offset = sec.offset;
+        conversions.push_back(std::move(c));
+      }
       job.output_bytes = L.record_size;
-      job.convert = [record](const uint8_t* in, uint8_t* out, ThreadPool& tp) {
-        for (const Part& part : record) {
-          const int64_t row = part.s->shape.back();
-          convert_rows(in, part.p->from, out + part.s->offset, part.s->format,
-                       static_cast<int64_t>(part.p->src->numel()) / row, row, tp);
-          in += part.p->src->nbytes;
-        }
+      job.convert = [conversions = std::move(conversions)](const uint8_t* in, uint8_t* out, ThreadPool& tp) {
+        for (const SectionConversion& c : conversions) convert_section(c, in, out, tp);
       };
       job.finish = [&L, e](const uint8_t* out) { L.checksums[static_cast<size_t>(e)] = xxh3_64(out, L.record_size); };
       job.output = &experts_out;
       job.output_offset = L.expert_offset(e);
-      for (const Part& part : record) job.progress_bytes += part.p->src->nbytes;
-      source_order.push_back({record.front().p->src->file_index, record.front().p->src->offset});
+      source_order.push_back({slices[order.front()].t->file_index, job.inputs.front().offset});
       jobs.push_back(std::move(job));
     }
     offset = L.expert_offset(L.num_experts - 1) + L.stride;
@@ -328,6 +417,7 @@ InstallResult install_model(const InstallOptions& opt) {
     log(LogLevel::Warn, "{} has no tokenizer.json; text commands will not work with this model", opt.source.string());
 
   m.source = {{"path", fs::absolute(opt.source).string()},
+              {"layout", arch.layouts[layout]},
               {"shards", ck.shard_count()},
               {"checkpoint_bytes", ck.total_bytes()},
               {"ignored_tensors", extra}};

@@ -30,6 +30,12 @@ struct InstallOptions {
   // error. The CLI enables it for defaulted formats only.
   bool expert_fallback = false;
   bool trunk_fallback = false;
+  // Experts shipped as MXFP4 (gpt_oss as released) are repacked bit-exact
+  // into Tern's MXFP4 when expert_format is nullopt or MXFP4, or when this
+  // is set whatever expert_format says (the CLI sets it unless --expert-quant
+  // is given). Otherwise they are dequantized exactly and quantized to
+  // expert_format. Vectors in expert records (biases) are always F32.
+  bool keep_mxfp4_experts = false;
 };
 
 struct InstallResult {

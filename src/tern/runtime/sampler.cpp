@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <unordered_set>
 
 #include "tern/core/error.h"
@@ -24,6 +25,17 @@ Sampler::Sampler(SamplerOptions options) : options_(options), rng_(options.seed)
 }
 
 int32_t Sampler::sample(std::span<float> logits, std::span<const int32_t> context) {
+  // Weights from a corrupt (or hostile) file can give NaN or infinite logits.
+  // NaN is never sampled and +inf is the largest float, so the candidate
+  // order below stays a strict weak order (std::sort needs one) and the
+  // softmax stays finite.
+  bool usable = false;
+  for (float& l : logits) {
+    if (std::isnan(l)) l = -std::numeric_limits<float>::infinity();
+    else if (l == std::numeric_limits<float>::infinity()) l = std::numeric_limits<float>::max();
+    usable = usable || l > -std::numeric_limits<float>::infinity();
+  }
+  if (!usable) fail("the model gave no finite logit (NaN or -inf everywhere); its weights may be corrupt");
   if (options_.repetition_penalty != 1.0f) {
     // As in Hugging Face / llama.cpp: divide positive logits, multiply negative ones.
     std::unordered_set<int32_t> seen(context.begin(), context.end());

@@ -32,6 +32,50 @@ json qwen3_moe_base() {
           {"transformers_version", "4.51.0"}};
 }
 
+// transformers' GptOssConfig as released (docs/gpt_oss_facts.md §1), at
+// gpt-oss-20b's shapes; layer_types follows num_hidden_layers.
+json gpt_oss_base() {
+  return {{"architectures", {"GptOssForCausalLM"}},
+          {"model_type", "gpt_oss"},
+          {"attention_bias", true},
+          {"attention_dropout", 0.0},
+          {"experts_per_token", 4},
+          {"num_experts_per_tok", 4},
+          {"head_dim", 64},
+          {"hidden_act", "silu"},
+          {"hidden_size", 2880},
+          {"initial_context_length", 4096},
+          {"initializer_range", 0.02},
+          {"intermediate_size", 2880},
+          {"layer_types", {"sliding_attention", "full_attention"}},
+          {"max_position_embeddings", 131072},
+          {"num_attention_heads", 64},
+          {"num_hidden_layers", 24},
+          {"num_key_value_heads", 8},
+          {"num_local_experts", 32},
+          {"output_router_logits", false},
+          {"quantization_config",
+           {{"modules_to_not_convert",
+             {"model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens", "lm_head"}},
+            {"quant_method", "mxfp4"}}},
+          {"rms_norm_eps", 1e-05},
+          {"rope_scaling",
+           {{"beta_fast", 32.0},
+            {"beta_slow", 1.0},
+            {"factor", 32.0},
+            {"original_max_position_embeddings", 4096},
+            {"rope_type", "yarn"},
+            {"truncate", false}}},
+          {"rope_theta", 150000},
+          {"router_aux_loss_coef", 0.9},
+          {"sliding_window", 128},
+          {"swiglu_limit", 7.0},
+          {"tie_word_embeddings", false},
+          {"transformers_version", "4.55.0.dev0"},
+          {"use_cache", true},
+          {"vocab_size", 201088}};
+}
+
 json with(json base, const json& fields) {
   for (auto it = fields.begin(); it != fields.end(); ++it) base[it.key()] = it.value();
   return base;
@@ -86,8 +130,55 @@ const std::vector<SynthPreset>& all_synth_presets() {
                                {"num_experts_per_tok", 8},
                                {"max_position_embeddings", 40960},
                                {"vocab_size", 151936}})},
+      {"gpt_oss", "tiny",
+       "4 layers (sliding window 8 on even layers), 8 experts top-4, hidden 64, head_dim 32, YaRN (unit tests)",
+       [] {
+         json c = with(gpt_oss_base(), {{"hidden_size", 64},
+                                        {"num_hidden_layers", 4},
+                                        {"num_attention_heads", 4},
+                                        {"num_key_value_heads", 2},
+                                        {"head_dim", 32},
+                                        {"intermediate_size", 64},
+                                        {"num_local_experts", 8},
+                                        {"experts_per_token", 4},
+                                        {"num_experts_per_tok", 4},
+                                        {"sliding_window", 8},
+                                        {"initial_context_length", 512},
+                                        {"max_position_embeddings", 4096}});
+         c["rope_scaling"]["factor"] = 8.0;
+         c["rope_scaling"]["original_max_position_embeddings"] = 512;
+         c.erase("vocab_size");  // follows the tokenizer
+         return c;
+       }()},
+      {"gpt_oss", "gpt-oss-20b", "the real gpt-oss-20b shapes (~12.8 GiB as released: MXFP4 experts, BF16 trunk)",
+       gpt_oss_base()},
+      {"gpt_oss", "gpt-oss-120b", "the real gpt-oss-120b shapes (~60.8 GiB as released: MXFP4 experts, BF16 trunk)",
+       with(gpt_oss_base(), {{"num_hidden_layers", 36}, {"num_local_experts", 128}})},
   };
   return presets;
+}
+
+const SynthFamily& find_synth_family(const std::string& architecture) {
+  static const SynthFamily qwen3{
+      SyntheticSpecials::Qwen3,
+      {{"bos_token_id", "<|endoftext|>"}, {"eos_token_id", "<|im_end|>"}},
+      {"<|im_end|>", "<|endoftext|>"},
+      "<|endoftext|>",
+      "<|endoftext|>",
+      {{"do_sample", true}, {"temperature", 0.6}, {"top_k", 20}, {"top_p", 0.95}, {"transformers_version", "4.51.0"}},
+      {}};
+  static const SynthFamily gpt_oss{
+      SyntheticSpecials::Harmony,
+      {{"eos_token_id", "<|return|>"}, {"pad_token_id", "<|endoftext|>"}},
+      {"<|return|>", "<|endoftext|>", "<|call|>"},
+      "<|startoftext|>",
+      "<|endoftext|>",
+      {{"do_sample", true}, {"transformers_version", "4.55.0.dev0"}},
+      {{"num_experts", {"num_local_experts"}},
+       {"moe_intermediate_size", {"intermediate_size"}},
+       {"num_experts_per_tok", {"num_experts_per_tok", "experts_per_token"}}}};
+  if (architecture == "gpt_oss") return gpt_oss;
+  return qwen3;
 }
 
 const SynthPreset& find_synth_preset(const std::string& architecture, const std::string& name) {

@@ -1,6 +1,8 @@
 #include "tern/synth/random_weights.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "tern/core/error.h"
 #include "tern/core/hash.h"
@@ -16,10 +18,15 @@ uint64_t splitmix64(uint64_t& state) {
   return z ^ (z >> 31);
 }
 
+// A tensor's stream depends only on (seed, tensor name).
+uint64_t stream_seed(uint64_t seed, std::string_view tensor_name) {
+  return seed * 0x2545f4914f6cdd1dull ^ xxh3_64(tensor_name.data(), tensor_name.size());
+}
+
 }  // namespace
 
 WeightStream::WeightStream(uint64_t seed, std::string_view tensor_name, WeightInit init, int64_t fan_in) {
-  state_ = seed * 0x2545f4914f6cdd1dull ^ xxh3_64(tensor_name.data(), tensor_name.size());
+  state_ = stream_seed(seed, tensor_name);
   // A uniform distribution on [c - w, c + w] has standard deviation w / sqrt(3).
   const float inv_sqrt_fan_in = 1.0f / std::sqrt(static_cast<float>(std::max<int64_t>(1, fan_in)));
   const float sqrt3 = std::sqrt(3.0f);
@@ -44,6 +51,14 @@ WeightStream::WeightStream(uint64_t seed, std::string_view tensor_name, WeightIn
       center_ = 0.0f;
       half_width_ = 0.1f;
       break;
+    case WeightInit::Logit:  // attention sinks: logits of std 1, so they matter
+      center_ = 0.0f;
+      half_width_ = sqrt3;
+      break;
+    case WeightInit::Mxfp4Blocks:
+    case WeightInit::Mxfp4Scales:
+    case WeightInit::Mxfp4Dequantized:
+      fail("tensor '{}': MXFP4 values come from Mxfp4BlockStream / Mxfp4ScaleStream", tensor_name);
   }
 }
 
@@ -73,6 +88,47 @@ void WeightStream::fill(void* dst, size_t n, DType dtype) {
     }
     default:
       fail("synth can write F32, BF16 or F16 weights, not {}", dtype_name(dtype));
+  }
+}
+
+Mxfp4BlockStream::Mxfp4BlockStream(uint64_t seed, std::string_view blocks_name)
+    : state_(stream_seed(seed, blocks_name)) {}
+
+void Mxfp4BlockStream::fill(uint8_t* dst, size_t n) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const uint64_t r = splitmix64(state_);
+    std::memcpy(dst + i, &r, 8);
+  }
+  if (i < n) {
+    const uint64_t r = splitmix64(state_);
+    std::memcpy(dst + i, &r, n - i);
+  }
+}
+
+Mxfp4ScaleStream::Mxfp4ScaleStream(uint64_t seed, std::string_view scales_name, int64_t fan_in)
+    : state_(stream_seed(seed, scales_name)) {
+  const double target = 1.0 / (std::sqrt(static_cast<double>(std::max<int64_t>(1, fan_in))) * 3.87);
+  base_ = 127 + static_cast<int>(std::lround(std::log2(target)));
+}
+
+void Mxfp4ScaleStream::fill(uint8_t* dst, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    const int offset = static_cast<int>(splitmix64(state_) % 3) - 1;
+    dst[i] = static_cast<uint8_t>(std::clamp(base_ + offset, 1, 254));
+  }
+}
+
+void dequantize_hf_mxfp4(const uint8_t* blocks, const uint8_t* scales, int64_t groups, float* out) {
+  static constexpr float kFp4[16] = {+0.0f, +0.5f, +1.0f, +1.5f, +2.0f, +3.0f, +4.0f, +6.0f,
+                                     -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
+  for (int64_t g = 0; g < groups; ++g) {
+    const float scale = std::ldexp(1.0f, static_cast<int>(scales[g]) - 127);
+    for (int b = 0; b < 16; ++b) {
+      const uint8_t byte = blocks[g * 16 + b];
+      out[g * 32 + 2 * b] = kFp4[byte & 0x0F] * scale;
+      out[g * 32 + 2 * b + 1] = kFp4[byte >> 4] * scale;
+    }
   }
 }
 

@@ -3,10 +3,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <optional>
+#include <vector>
 
 #include "tern/core/error.h"
 #include "tern/core/file.h"
 #include "tern/core/progress.h"
+#include "tern/core/tensor_format.h"
 #include "tern/format/architectures.h"
 #include "tern/format/safetensors.h"
 #include "tern/synth/presets.h"
@@ -28,10 +31,12 @@ struct TokenizerFiles {
 
 // The built-in small BPE, or a real tokenizer.json the user points to (with
 // the tokenizer_config.json beside it, if any).
-TokenizerFiles tokenizer_files(const SynthOptions& opt) {
+TokenizerFiles tokenizer_files(const SynthOptions& opt, SyntheticSpecials specials) {
   TokenizerFiles files;
   if (opt.tokenizer.empty()) {
-    auto built = build_synthetic_tokenizer();
+    SyntheticTokenizerOptions tok_opt;
+    tok_opt.specials = specials;
+    auto built = build_synthetic_tokenizer(tok_opt);
     files.tokenizer_json = std::move(built.tokenizer_json);
     files.tokenizer_config_json = std::move(built.tokenizer_config_json);
     return files;
@@ -43,9 +48,20 @@ TokenizerFiles tokenizer_files(const SynthOptions& opt) {
   return files;
 }
 
-int32_t id_or(const Tokenizer& tok, std::string_view piece, int32_t fallback) {
+// The id of a token piece; if the tokenizer lacks it, the first of the
+// family's eos pieces it has, else 0.
+int32_t token_id_for(const Tokenizer& tok, const SynthFamily& family, std::string_view piece) {
   int32_t id = tok.token_id(piece);
-  return id >= 0 ? id : fallback;
+  for (size_t i = 0; id < 0 && i < family.eos.size(); ++i) id = tok.token_id(family.eos[i]);
+  return id >= 0 ? id : 0;
+}
+
+size_t synth_layout(const ArchSpec& arch, const SynthOptions& opt) {
+  return opt.layout.empty() ? 0 : arch.layout_index(opt.layout);
+}
+
+DType tensor_dtype(const TensorDecl& d, DType float_dtype) {
+  return d.encoding == TensorEncoding::Float ? float_dtype : DType::U8;
 }
 
 struct TempDir {
@@ -57,6 +73,74 @@ struct TempDir {
   }
 };
 
+// Elements generated and written at a time.
+constexpr uint64_t kChunk = 1ull << 20;
+
+// Writes a float tensor that holds, slice by slice of dimension 0, the
+// dequantized values of an MXFP4 pair of the other layout (TensorDecl::
+// twin_*): regenerates the pair's streams, decodes them, and transposes each
+// slice when the tensor is stored [in, out].
+void write_mxfp4_twin(const TensorDecl& d, uint64_t seed, DType dtype, SafetensorsWriter& writer, Progress& progress) {
+  if (d.shape.size() != 3) fail("tensor '{}': an MXFP4 twin must be [slices, a, b]", d.name);
+  const int64_t slices = d.shape[0];
+  const int64_t out = d.twin_transposed ? d.shape[2] : d.shape[1];
+  const int64_t in = d.twin_transposed ? d.shape[1] : d.shape[2];
+  if (in % 32 != 0) fail("tensor '{}': rows of {} are not MXFP4 blocks of 32", d.name, in);
+  const int64_t groups = out * (in / 32);
+  Mxfp4BlockStream blocks_stream(seed, d.twin_blocks);
+  Mxfp4ScaleStream scales_stream(seed, d.twin_scales, in);
+  std::vector<uint8_t> blocks(static_cast<size_t>(groups * 16)), scales(static_cast<size_t>(groups));
+  std::vector<float> values(static_cast<size_t>(out * in)), stored;
+  std::vector<char> bytes(static_cast<size_t>(out * in) * dtype_size(dtype));
+  for (int64_t e = 0; e < slices; ++e) {
+    blocks_stream.fill(blocks.data(), blocks.size());
+    scales_stream.fill(scales.data(), scales.size());
+    dequantize_hf_mxfp4(blocks.data(), scales.data(), groups, values.data());  // [out][in]
+    const float* src = values.data();
+    if (d.twin_transposed) {  // to [in][out], in 64 x 64 tiles
+      stored.resize(values.size());
+      constexpr int64_t kTile = 64;
+      for (int64_t o0 = 0; o0 < out; o0 += kTile)
+        for (int64_t i0 = 0; i0 < in; i0 += kTile)
+          for (int64_t o = o0; o < std::min(out, o0 + kTile); ++o)
+            for (int64_t i = i0; i < std::min(in, i0 + kTile); ++i) stored[i * out + o] = values[o * in + i];
+      src = stored.data();
+    }
+    convert_elements(src, TensorFormat::F32, bytes.data(), format_for_dtype(dtype), values.size());
+    writer.write(bytes.data(), bytes.size());
+    progress.add(bytes.size());
+  }
+}
+
+void write_tensor(const TensorDecl& d, uint64_t seed, DType float_dtype, SafetensorsWriter& writer,
+                  Progress& progress) {
+  if (d.init == WeightInit::Mxfp4Dequantized) return write_mxfp4_twin(d, seed, float_dtype, writer, progress);
+  const DType dtype = tensor_dtype(d, float_dtype);
+  const uint64_t numel = TensorSpec{d.name, dtype, d.shape}.nbytes() / dtype_size(dtype);
+  const int64_t row = d.shape.empty() ? 1 : d.shape.back();
+  std::optional<WeightStream> floats;
+  std::optional<Mxfp4BlockStream> blocks;
+  std::optional<Mxfp4ScaleStream> scales;
+  if (d.init == WeightInit::Mxfp4Blocks) blocks.emplace(seed, d.name);
+  else if (d.init == WeightInit::Mxfp4Scales) scales.emplace(seed, d.name, row * 32);
+  else floats.emplace(seed, d.name, d.init, row);
+  if (dtype == DType::U8 && !blocks && !scales) fail("tensor '{}': U8 tensors are MXFP4 blocks or scales", d.name);
+  std::vector<char> buf;
+  // Chunks are multiples of 8 bytes, so the block stream's bytes do not
+  // depend on them (Mxfp4BlockStream draws 8 at a time).
+  for (uint64_t done = 0; done < numel;) {
+    const uint64_t n = std::min(kChunk, numel - done);
+    buf.resize(n * dtype_size(dtype));
+    auto* p = reinterpret_cast<uint8_t*>(buf.data());
+    if (blocks) blocks->fill(p, n);
+    else if (scales) scales->fill(p, n);
+    else floats->fill(buf.data(), n, dtype);
+    writer.write(buf.data(), buf.size());
+    progress.add(buf.size());
+    done += n;
+  }
+}
+
 }  // namespace
 
 std::vector<std::string> synth_presets(const std::string& architecture) {
@@ -67,15 +151,50 @@ std::vector<std::string> synth_presets(const std::string& architecture) {
 }
 
 json synth_config(const SynthOptions& opt, int64_t tokenizer_vocab_size) {
-  find_arch(opt.architecture);  // clear error for unknown architectures first
+  const ArchSpec& arch = find_arch(opt.architecture);  // clear error for unknown architectures first
   const SynthPreset& preset = find_synth_preset(opt.architecture, opt.preset);
+  const SynthFamily& family = find_synth_family(opt.architecture);
+  const size_t layout = synth_layout(arch, opt);
   json config = preset.config;
   // Presets without a vocab_size follow the tokenizer exactly, so every id
   // the model can emit decodes (real checkpoints pad; the engine masks those).
   if (!config.contains("vocab_size")) config["vocab_size"] = tokenizer_vocab_size;
-  for (auto it = opt.overrides.begin(); it != opt.overrides.end(); ++it) config[it.key()] = it.value();
+  for (auto it = opt.overrides.begin(); it != opt.overrides.end(); ++it) {
+    auto alias = std::find_if(family.field_aliases.begin(), family.field_aliases.end(),
+                              [&](const auto& a) { return a.first == it.key(); });
+    if (alias == family.field_aliases.end()) config[it.key()] = it.value();
+    else
+      for (const std::string& field : alias->second) config[field] = it.value();
+  }
+  // A preset's layer_types is a pattern repeated over the layers.
+  if (config.contains("layer_types") && config["layer_types"].is_array() && !config["layer_types"].empty() &&
+      !opt.overrides.contains("layer_types") && config.contains("num_hidden_layers") &&
+      config["num_hidden_layers"].is_number_integer()) {
+    const auto layers = config["num_hidden_layers"].get<int64_t>();
+    const json pattern = config["layer_types"];
+    if (layers >= 1 && layers <= config_limits::kMaxLayers && static_cast<int64_t>(pattern.size()) != layers) {
+      json types = json::array();
+      for (int64_t l = 0; l < layers; ++l) types.push_back(pattern[static_cast<size_t>(l) % pattern.size()]);
+      config["layer_types"] = types;
+    }
+  }
+  // YaRN keeps its original context: a new max_position_embeddings changes the factor.
+  if (opt.overrides.contains("max_position_embeddings") && !opt.overrides.contains("rope_scaling") &&
+      config.contains("rope_scaling") && config["rope_scaling"].is_object()) {
+    json& rs = config["rope_scaling"];
+    if (rs.value("rope_type", "") == "yarn" && rs.contains("original_max_position_embeddings") &&
+        rs["original_max_position_embeddings"].is_number_integer() && config["max_position_embeddings"].is_number() &&
+        rs["original_max_position_embeddings"].get<int64_t>() > 0)
+      rs["factor"] = config["max_position_embeddings"].get<double>() /
+                     rs["original_max_position_embeddings"].get<double>();
+  }
   config["torch_dtype"] = opt.dtype == DType::F32 ? "float32" : opt.dtype == DType::F16 ? "float16" : "bfloat16";
-  parse_model_config(config, "synthesized config.json");  // validates
+  ModelConfig cfg = parse_model_config(config, "synthesized config.json");  // validates
+  // quantization_config describes MXFP4 tensors: only a layout with them has it.
+  const CheckpointDecls decls = arch.tensors(cfg, layout);
+  const bool quantized = std::any_of(decls.tensors.begin(), decls.tensors.end(),
+                                     [](const TensorDecl& d) { return d.encoding != TensorEncoding::Float; });
+  if (!quantized) config.erase("quantization_config");
   if (config["vocab_size"].get<int64_t>() < tokenizer_vocab_size)
     fail("vocab_size {} is smaller than the tokenizer's {} tokens", config["vocab_size"].get<int64_t>(),
          tokenizer_vocab_size);
@@ -92,32 +211,32 @@ SynthResult synthesize_model(const SynthOptions& opt) {
     fail("{} already exists; pass --force to replace it", output.string());
   if (!fs::is_directory(output.parent_path()))
     fail("{}: parent directory does not exist", output.parent_path().string());
+  const ArchSpec& arch = find_arch(opt.architecture);
+  const size_t layout = synth_layout(arch, opt);
+  const SynthFamily& family = find_synth_family(opt.architecture);
 
   TempDir tmp{output.parent_path() / fmt::format(".{}.synth-{}", output.filename().string(), ::getpid())};
   fs::remove_all(tmp.path);
   fs::create_directory(tmp.path);
 
   // Tokenizer first: the vocabulary size follows it.
-  TokenizerFiles tok_files = tokenizer_files(opt);
+  TokenizerFiles tok_files = tokenizer_files(opt, family.specials);
   write_file_atomic(tmp.path / "tokenizer.json", tok_files.tokenizer_json);
   if (!tok_files.tokenizer_config_json.empty())
     write_file_atomic(tmp.path / "tokenizer_config.json", tok_files.tokenizer_config_json);
   Tokenizer tok = Tokenizer::load(tmp.path / "tokenizer.json");
 
   json config = synth_config(opt, tok.vocab_size());
-  const int32_t eos = id_or(tok, "<|im_end|>", id_or(tok, "<|endoftext|>", 0));
-  const int32_t bos = id_or(tok, "<|endoftext|>", eos);
-  config["bos_token_id"] = bos;
-  config["eos_token_id"] = eos;
+  for (const auto& [field, piece] : family.config_token_ids) config[field] = token_id_for(tok, family, piece);
   ModelConfig cfg = parse_model_config(config, "synthesized config.json");
-  std::vector<TensorDecl> decls = find_arch(cfg.architecture).tensors(cfg);
+  const CheckpointDecls decls = arch.tensors(cfg, layout);
 
   // Assign tensors to shards of at most shard_bytes (a tensor never splits).
   std::vector<std::vector<TensorSpec>> shards(1);
   std::vector<const TensorDecl*> order;
   uint64_t shard_used = 0, total = 0;
-  for (const auto& d : decls) {
-    TensorSpec spec{d.name, opt.dtype, d.shape};
+  for (const auto& d : decls.tensors) {
+    TensorSpec spec{d.name, tensor_dtype(d, opt.dtype), d.shape};
     uint64_t n = spec.nbytes();
     if (shard_used > 0 && shard_used + n > opt.shard_bytes) {
       shards.emplace_back();
@@ -131,26 +250,15 @@ SynthResult synthesize_model(const SynthOptions& opt) {
 
   Progress progress("synth", total, opt.quiet);
   json weight_map = json::object();
-  std::vector<char> buf;
   size_t next_decl = 0;
   for (size_t s = 0; s < shards.size(); ++s) {
     std::string name = shards.size() == 1
                            ? "model.safetensors"
                            : fmt::format("model-{:05}-of-{:05}.safetensors", s + 1, shards.size());
     SafetensorsWriter writer(tmp.path / name, shards[s]);
-    for (const TensorSpec& spec : shards[s]) {
+    for (size_t i = 0; i < shards[s].size(); ++i) {
       const TensorDecl& d = *order[next_decl++];
-      WeightStream stream(opt.seed, d.name, d.init, d.shape.empty() ? 1 : d.shape.back());
-      uint64_t numel = spec.nbytes() / dtype_size(opt.dtype);
-      constexpr uint64_t kChunk = 1ull << 20;  // elements
-      for (uint64_t done = 0; done < numel;) {
-        uint64_t n = std::min(kChunk, numel - done);
-        buf.resize(n * dtype_size(opt.dtype));
-        stream.fill(buf.data(), n, opt.dtype);
-        writer.write(buf.data(), buf.size());
-        progress.add(buf.size());
-        done += n;
-      }
+      write_tensor(d, opt.seed, opt.dtype, writer, progress);
       weight_map[d.name] = name;
     }
     writer.finish();
@@ -160,17 +268,18 @@ SynthResult synthesize_model(const SynthOptions& opt) {
     write_file_atomic(tmp.path / "model.safetensors.index.json",
                       json{{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}}.dump(2));
 
-  json generation = {{"bos_token_id", bos},
-                     {"eos_token_id", json::array({eos, bos})},
-                     {"pad_token_id", bos},
-                     {"do_sample", true},
-                     {"temperature", 0.6},
-                     {"top_k", 20},
-                     {"top_p", 0.95},
-                     {"transformers_version", "4.51.0"}};
+  json generation = family.generation;
+  generation["bos_token_id"] = token_id_for(tok, family, family.bos);
+  generation["pad_token_id"] = token_id_for(tok, family, family.pad);
+  json eos = json::array();
+  for (const std::string& piece : family.eos)
+    if (tok.token_id(piece) >= 0) eos.push_back(tok.token_id(piece));
+  if (eos.empty()) eos.push_back(token_id_for(tok, family, family.eos.front()));
+  generation["eos_token_id"] = eos;
   write_file_atomic(tmp.path / "generation_config.json", generation.dump(2));
   config["tern_synthetic"] = {{"preset", opt.preset}, {"seed", opt.seed},
                               {"note", "random weights made by tern synth; output text is meaningless"}};
+  if (arch.layouts.size() > 1) config["tern_synthetic"]["layout"] = arch.layouts[layout];
   write_file_atomic(tmp.path / "config.json", config.dump(2));
 
   if (fs::exists(output)) fs::remove_all(output);
@@ -180,7 +289,7 @@ SynthResult synthesize_model(const SynthOptions& opt) {
   SynthResult r;
   r.config = config;
   r.total_bytes = total;
-  r.num_tensors = decls.size();
+  r.num_tensors = decls.tensors.size();
   r.num_shards = shards.size();
   return r;
 }

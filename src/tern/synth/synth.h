@@ -7,6 +7,9 @@
 // Deterministic: the same options and seed give the same bytes. Each
 // tensor's values depend only on (seed, tensor name), not on sharding.
 // Streams to disk, so a 57 GiB qwen3-30b-a3b preset needs little memory.
+// For an architecture with MXFP4 and float layouts (gpt_oss), one seed gives
+// the same weights in both: the float tensors hold exactly the dequantized
+// MXFP4 values.
 #include <cstdint>
 #include <filesystem>
 #include <string>
@@ -23,7 +26,10 @@ struct SynthOptions {
   std::string preset = "tiny";
   std::filesystem::path output;
   uint64_t seed = 0;
-  DType dtype = DType::BF16;
+  DType dtype = DType::BF16;  // of float tensors (MXFP4 blocks and scales are U8)
+  // Checkpoint layout (ArchSpec::layouts); empty = the architecture's first,
+  // the one its releases ship (gpt_oss: "mxfp4"; "float" is the dequantized one).
+  std::string layout;
   // config.json fields that replace the preset's (Hugging Face names).
   nlohmann::json overrides = nlohmann::json::object();
   // A real tokenizer.json to ship instead of the built-in small BPE.

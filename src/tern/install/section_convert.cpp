@@ -1,0 +1,174 @@
+#include "tern/install/section_convert.h"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "tern/core/error.h"
+#include "tern/core/thread_pool.h"
+#include "tern/quant/quantize.h"
+
+namespace tern {
+
+namespace {
+
+// A thread takes at least this many source bytes of rows at a time.
+constexpr uint64_t kMinBytesPerThread = 256ull << 10;
+// Transposing: section rows gathered per tile. A tile reads, from each
+// source row ([in] index), kTileRows x row_step contiguous elements (512 B
+// of BF16 gate or up columns: whole cache lines, sequential within a row,
+// every line used by one tile only) and writes kTileRows rows of F32 (1.4
+// MiB for a 2880-wide row), which are then quantized row by row.
+constexpr int64_t kTileRows = 128;
+
+uint64_t element_bytes(TensorFormat f) { return format_info(f).block_bytes; }
+
+// Converts one row of `n` elements.
+void convert_row(const uint8_t* src, TensorFormat from, uint8_t* dst, TensorFormat to, int64_t n,
+                 std::vector<float>& f32) {
+  if (from == to) {
+    std::memcpy(dst, src, static_cast<uint64_t>(format_bytes(from, {n})));
+  } else if (!is_quantized(to)) {
+    convert_elements(src, from, dst, to, static_cast<uint64_t>(n));
+  } else {
+    f32.resize(static_cast<size_t>(n));
+    convert_elements(src, from, f32.data(), TensorFormat::F32, static_cast<uint64_t>(n));
+    quantize_row(to, f32.data(), dst, n);
+  }
+}
+
+// Calls fn(load) with a loader of `from` elements as float: load(p, i) is
+// element i of p.
+template <typename Fn>
+void with_loader(TensorFormat from, Fn&& fn) {
+  switch (from) {
+    case TensorFormat::F32:
+      return fn([](const uint8_t* p, int64_t i) {
+        float v;
+        std::memcpy(&v, p + 4 * i, 4);
+        return v;
+      });
+    case TensorFormat::BF16:
+      return fn([](const uint8_t* p, int64_t i) {
+        uint16_t h;
+        std::memcpy(&h, p + 2 * i, 2);
+        const uint32_t u = static_cast<uint32_t>(h) << 16;
+        float v;
+        std::memcpy(&v, &u, 4);
+        return v;
+      });
+    case TensorFormat::F16:
+      return fn([](const uint8_t* p, int64_t i) {
+        uint16_t h;
+        std::memcpy(&h, p + 2 * i, 2);
+        return f16_to_f32(h);
+      });
+    default:
+      fail("cannot transpose {} elements", format_name(from));
+  }
+}
+
+void convert_float(const SectionConversion& c, const uint8_t* data, uint8_t* out, ThreadPool& pool) {
+  const uint64_t esz = element_bytes(c.from);
+  const auto out_row = static_cast<uint64_t>(format_bytes(c.to, {c.cols}));
+  if (!c.transposed) {
+    if (c.row_step == 1) {  // whole consecutive rows
+      convert_rows(data + static_cast<uint64_t>(c.row_start * c.cols) * esz, c.from, out, c.to, c.rows, c.cols, pool);
+      return;
+    }
+    const auto min_rows = static_cast<int64_t>(
+        std::max<uint64_t>(1, kMinBytesPerThread / std::max<uint64_t>(1, static_cast<uint64_t>(c.cols) * esz)));
+    pool.parallel_for(c.rows, min_rows, [&](int64_t begin, int64_t end) {
+      thread_local std::vector<float> f32;
+      for (int64_t r = begin; r < end; ++r) {
+        const int64_t src = c.row_start + r * c.row_step;
+        convert_row(data + static_cast<uint64_t>(src * c.cols) * esz, c.from, out + static_cast<uint64_t>(r) * out_row,
+                    c.to, c.cols, f32);
+      }
+    });
+    return;
+  }
+  // Transposed: the source is [cols][src_rows]; section row r is source column row_start + r * row_step.
+  with_loader(c.from, [&](auto load) {
+    const int64_t tiles = (c.rows + kTileRows - 1) / kTileRows;
+    pool.parallel_for(tiles, 1, [&](int64_t t0, int64_t t1) {
+      thread_local std::vector<float> tile;
+      for (int64_t t = t0; t < t1; ++t) {
+        const int64_t r0 = t * kTileRows, nr = std::min(kTileRows, c.rows - r0);
+        tile.resize(static_cast<size_t>(nr * c.cols));
+        float* dst = tile.data();
+        const int64_t first = c.row_start + r0 * c.row_step;
+        for (int64_t i = 0; i < c.cols; ++i) {
+          const uint8_t* src = data + static_cast<uint64_t>(i * c.src_rows) * esz;
+          for (int64_t rr = 0; rr < nr; ++rr) dst[rr * c.cols + i] = load(src, first + rr * c.row_step);
+        }
+        for (int64_t rr = 0; rr < nr; ++rr)
+          quantize_row(c.to, dst + rr * c.cols, out + static_cast<uint64_t>(r0 + rr) * out_row, c.cols);
+      }
+    });
+  });
+}
+
+void convert_mxfp4(const SectionConversion& c, const uint8_t* blocks, const uint8_t* scales, uint8_t* out,
+                   ThreadPool& pool) {
+  const int64_t groups = c.cols / kQKMxfp4;
+  const auto out_row = static_cast<uint64_t>(format_bytes(c.to, {c.cols}));
+  const auto min_rows = std::max<int64_t>(1, static_cast<int64_t>(kMinBytesPerThread) / (groups * 17));
+  pool.parallel_for(c.rows, min_rows, [&](int64_t begin, int64_t end) {
+    thread_local std::vector<BlockMxfp4> repacked;
+    thread_local std::vector<float> f32;
+    for (int64_t r = begin; r < end; ++r) {
+      const int64_t src = c.row_start + r * c.row_step;
+      const uint8_t* codes = blocks + static_cast<uint64_t>(src * groups) * 16;
+      const uint8_t* exps = scales + static_cast<uint64_t>(src * groups);
+      uint8_t* dst = out + static_cast<uint64_t>(r) * out_row;
+      BlockMxfp4* row = nullptr;  // MXFP4 to another format: the repacked row, then requantized
+      if (c.to != TensorFormat::MXFP4) {
+        repacked.resize(static_cast<size_t>(groups));
+        row = repacked.data();
+      }
+      for (int64_t g = 0; g < groups; ++g) {
+        if (exps[g] == 255)
+          fail("{}{}: row {} block {} has scale byte 255 (NaN in E8M0); refusing to install a corrupt MXFP4 tensor",
+               c.source_name, c.expert >= 0 ? fmt::format(" expert {}", c.expert) : "", src, g);
+        const BlockMxfp4 b = mxfp4_repack_block(codes + g * 16, exps[g]);
+        if (row) row[g] = b;
+        else std::memcpy(dst + g * sizeof(BlockMxfp4), &b, sizeof b);
+      }
+      if (row) {
+        f32.resize(static_cast<size_t>(c.cols));
+        dequantize_row(TensorFormat::MXFP4, row, f32.data(), c.cols);
+        quantize_row(c.to, f32.data(), dst, c.cols);
+      }
+    }
+  });
+}
+
+}  // namespace
+
+void convert_rows(const uint8_t* in, TensorFormat from, uint8_t* out, TensorFormat to, int64_t rows, int64_t row,
+                  ThreadPool& pool) {
+  const auto in_row = static_cast<uint64_t>(format_bytes(from, {row}));
+  const auto out_row = static_cast<uint64_t>(format_bytes(to, {row}));
+  const auto min_rows = static_cast<int64_t>(std::max<uint64_t>(1, kMinBytesPerThread / std::max<uint64_t>(1, in_row)));
+  pool.parallel_for(rows, min_rows, [&](int64_t begin, int64_t end) {
+    const uint8_t* src = in + static_cast<uint64_t>(begin) * in_row;
+    uint8_t* dst = out + static_cast<uint64_t>(begin) * out_row;
+    if (from == to) {
+      std::memcpy(dst, src, static_cast<uint64_t>(end - begin) * in_row);
+    } else if (!is_quantized(to)) {
+      convert_elements(src, from, dst, to, static_cast<uint64_t>((end - begin) * row));
+    } else {
+      thread_local std::vector<float> f32;
+      for (int64_t r = begin; r < end; ++r, src += in_row, dst += out_row) convert_row(src, from, dst, to, row, f32);
+    }
+  });
+}
+
+void convert_section(const SectionConversion& c, const uint8_t* in, uint8_t* out, ThreadPool& pool) {
+  uint8_t* dst = out + c.out_offset;
+  if (c.encoding == TensorEncoding::Mxfp4Blocks) convert_mxfp4(c, in + c.data_offset, in + c.scales_offset, dst, pool);
+  else convert_float(c, in + c.data_offset, dst, pool);
+}
+
+}  // namespace tern

@@ -1,0 +1,22 @@
+#include "tern/runtime/chat_format.h"
+
+#include "tern/core/error.h"
+#include "tern/runtime/chat_template.h"
+#include "tern/runtime/harmony.h"
+#include "tern/tokenizer/tokenizer.h"
+
+namespace tern {
+
+std::unique_ptr<ChatFormat> make_chat_format(std::string_view architecture, const Tokenizer& tokenizer,
+                                             std::span<const int32_t> model_stops) {
+  auto has = [&](const char* token) { return tokenizer.token_id(token) >= 0; };
+  const bool chatml = has("<|im_start|>") && has("<|im_end|>");
+  const bool harmony = has("<|start|>") && has("<|channel|>") && has("<|message|>");
+  if (architecture == "gpt_oss" || (harmony && !chatml)) return make_harmony_format(tokenizer, model_stops);
+  if (chatml) return make_chatml_format(tokenizer, model_stops);
+  fail("no chat format for architecture '{}': its tokenizer has neither ChatML (<|im_start|>, <|im_end|>) nor "
+       "harmony (<|start|>, <|channel|>, <|message|>) tokens; use `tern generate` for raw completion",
+       architecture);
+}
+
+}  // namespace tern

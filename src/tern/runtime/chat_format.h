@@ -1,0 +1,108 @@
+#pragma once
+// Chat formats: how a conversation becomes a model's prompt text, which
+// tokens end a reply, and how a reply's generated tokens turn back into
+// reasoning, answer text and tool calls. One implementation per model family:
+// Qwen3 ChatML (chat_template.h) and OpenAI harmony for gpt-oss (harmony.h).
+// make_chat_format() picks the model's. Mixtral [INST], DeepSeek and Gemma
+// would be further implementations of the same two classes.
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tern {
+
+class Tokenizer;
+
+// A function call made by an assistant message (OpenAI's tool_calls[i].function).
+struct ToolCall {
+  std::string name;       // e.g. "get_weather"
+  std::string arguments;  // JSON text, e.g. {"city": "Paris"}
+};
+
+// One message of a conversation, in OpenAI's terms.
+struct ChatMessage {
+  std::string role;                       // system | developer | user | assistant | tool
+  std::string content;                    // assistant: the final answer; tool: the tool's output
+  std::string reasoning = {};             // assistant: chain of thought (harmony analysis, Qwen3 <think>)
+  std::vector<ToolCall> tool_calls = {};  // assistant: the calls this message makes
+};
+
+// How to render. Fields a format does not use are ignored.
+struct ChatFormatOptions {
+  bool add_generation_prompt = true;        // end with the opening of an assistant reply
+  bool enable_thinking = true;              // Qwen3: false adds an empty <think> block
+  std::string reasoning_effort = "medium";  // harmony: low | medium | high
+  std::string date = {};                    // harmony "Current date:", YYYY-MM-DD; empty = today (local time)
+};
+
+// Something the output parser recognised in a reply.
+struct ChatEvent {
+  enum class Kind {
+    Reasoning,  // text of the chain of thought
+    Content,    // text of the answer
+    ToolCall,   // a complete call: name and arguments
+    End,        // the reply ended with a stop token
+  };
+  Kind kind;
+  std::string text = {};  // Reasoning/Content: whole UTF-8 characters; ToolCall: the arguments
+  std::string name = {};  // ToolCall: the function
+};
+
+enum class FinishReason { None, Stop, ToolCalls };
+
+// Parses one reply's generated tokens as they arrive. Whatever the model
+// writes (unknown channels, stray special tokens, invalid UTF-8), it never
+// throws: text it cannot place is answer text.
+class ChatOutputParser {
+ public:
+  virtual ~ChatOutputParser() = default;
+  // Adds one generated token; returns the events it completes (often none).
+  // Tokens after the reply has ended are ignored.
+  virtual std::vector<ChatEvent> push(int32_t id) = 0;
+  // Generation stopped without a stop token (token limit): returns the
+  // held-back text and closes an open tool call.
+  virtual std::vector<ChatEvent> finish() = 0;
+
+  // Whether a token that ends the reply has been pushed (stop generating).
+  bool done() const { return finish_ != FinishReason::None; }
+  FinishReason finish_reason() const { return finish_; }
+  // The reply as the conversation history stores it (role "assistant";
+  // content = the answer, reasoning = the chain of thought, tool calls).
+  const ChatMessage& reply() const { return reply_; }
+
+ protected:
+  ChatMessage reply_{"assistant", ""};
+  FinishReason finish_ = FinishReason::None;
+};
+
+// A model's chat format. Immutable; safe to share between threads.
+class ChatFormat {
+ public:
+  virtual ~ChatFormat() = default;
+  // "qwen3-chatml" or "harmony".
+  virtual std::string_view name() const = 0;
+  // The prompt text of a conversation, special tokens spelled out: encode it
+  // with special tokens allowed, as Hugging Face's apply_chat_template +
+  // tokenizer do. Throws tern::Error on a conversation the format cannot
+  // express (unknown role, misplaced system message, ...).
+  virtual std::string render(std::span<const ChatMessage> messages, const ChatFormatOptions& options) const = 0;
+  // Token ids that end a reply (pass them to generate()); the parser reports
+  // done() on exactly these.
+  virtual const std::vector<int32_t>& stop_tokens() const = 0;
+  // A parser for one reply to a prompt rendered with `options`.
+  virtual std::unique_ptr<ChatOutputParser> make_parser(const ChatFormatOptions& options) const = 0;
+};
+
+// The chat format of a model: harmony for gpt_oss (or any tokenizer with
+// harmony's <|start|>/<|channel|>/<|message|> and no ChatML tokens), Qwen3
+// ChatML for a tokenizer with <|im_start|>/<|im_end|>; otherwise an error.
+// `model_stops` are the model's configured end-of-sequence ids
+// (Engine::stop_tokens()); the format adds its own and removes ids that are
+// structure, not stops (harmony's <|end|>). The tokenizer must outlive the format.
+std::unique_ptr<ChatFormat> make_chat_format(std::string_view architecture, const Tokenizer& tokenizer,
+                                             std::span<const int32_t> model_stops);
+
+}  // namespace tern
