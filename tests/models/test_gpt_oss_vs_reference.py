@@ -142,9 +142,12 @@ class GptOssVsReference(TernTestCase):
         print(f"mxfp4 experts vs f32 experts: max |logit diff| / scale: median {np.median(per_pos):.4f}, "
               f"max {per_pos.max():.4f}; top-1 agreement {np.mean(a.argmax(1) == b.argmax(1)):.3f}")
         # The weights are identical; the difference is the MXFP4 kernel quantizing
-        # activations to Q8_0 (8 bits per 32-block) before its integer dot products.
-        self.assertLessEqual(float(np.median(per_pos)), 0.05)
-        self.assertLessEqual(float(per_pos.max()), 0.25)
+        # activations to Q8_0 (8 bits per 32-block) before its integer dot
+        # products. Measured: median 0.0106, max 0.0269, top-1 agreement 1.0.
+        # Bounds: 3x; a real defect (a wrong nibble, scale or row) moves the
+        # logits by the whole scale.
+        self.assertLessEqual(float(np.median(per_pos)), 0.03)
+        self.assertLessEqual(float(per_pos.max()), 0.08)
 
 
 if __name__ == "__main__":
