@@ -35,4 +35,8 @@ void start_trace(ForwardTrace* trace, int64_t layers) {
   trace->routing.assign(static_cast<size_t>(layers), {});
 }
 
+void trace_hidden(ForwardTrace* trace, int64_t layer, const float* x, int64_t count) {
+  if (trace && trace->hidden_states) trace->hidden[static_cast<size_t>(layer)].assign(x, x + count);
+}
+
 }  // namespace tern

@@ -28,5 +28,7 @@ void final_logits(const WeightView& lm_head, const float* norm, float eps, const
 
 // Sizes the trace's per-layer records (when tracing).
 void start_trace(ForwardTrace* trace, int64_t layers);
+// Records the residual stream x [count floats] after layer `layer` (when tracing hidden states).
+void trace_hidden(ForwardTrace* trace, int64_t layer, const float* x, int64_t count);
 
 }  // namespace tern

@@ -81,7 +81,7 @@ class GptOss final : public Model {
       moe_forward(L.moe, cache_, xn, n, H, y, mlp_scratch_, pool_, &counters_,
                   trace ? &trace->routing[static_cast<size_t>(l)] : nullptr, ffn_, &ahead);
       add(x, y, x, n * H);
-      if (trace) trace->hidden[static_cast<size_t>(l)].assign(x, x + n * H);
+      trace_hidden(trace, l, x, n * H);
     }
     final_logits(lm_head_, final_norm_, shape_.norm_eps, x, n, H, all_positions, xn, logits, pool_);
   }

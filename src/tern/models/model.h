@@ -20,6 +20,7 @@ class ThreadPool;
 
 // Optional per-forward record of internals (for compare, trace, tests).
 struct ForwardTrace {
+  bool hidden_states = true;               // record `hidden` (routing is always recorded)
   std::vector<std::vector<float>> hidden;  // per layer: residual stream after the layer, [n, hidden]
   std::vector<Routing> routing;            // per layer (empty for dense layers)
 };

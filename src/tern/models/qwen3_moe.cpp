@@ -63,7 +63,7 @@ class Qwen3Moe final : public Model {
         swiglu_mlp(L.gate, L.up, L.down, xn, n, y, mlp_scratch_, pool_);
       }
       add(x, y, x, n * H);
-      if (trace) trace->hidden[static_cast<size_t>(l)].assign(x, x + n * H);
+      trace_hidden(trace, l, x, n * H);
     }
     final_logits(lm_head_, final_norm_, shape_.norm_eps, x, n, H, all_positions, xn, logits, pool_);
   }
