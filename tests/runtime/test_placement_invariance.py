@@ -1,55 +1,89 @@
-"""Placement changes speed, never semantics: the same prompt under --ram at
-the minimum, at half the experts and at all experts, with 1 and 2 threads,
-O_DIRECT or buffered reads, yields bit-identical logits and tokens."""
+"""Placement changes speed, never semantics. For each architecture, the same
+prompt under every placement and streaming mechanism yields bit-identical
+logits and tokens: --ram from the minimum to all experts, 1 and 2 threads,
+O_DIRECT or buffered reads, each I/O backend (io_uring, pread pool, mmap),
+prefetch off / depth 1 / depth 2 with a margin, every cache policy, a
+replica (--mirror), prefill chunk sizes, --pin-hot and --preload."""
 import json
 import os
+import shutil
 import sys
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "cli"))
 from tern_cli import TernTestCase, run  # noqa: E402
 
+ARCHS = [("qwen3_moe", ["--preset", "small", "--seed", "4"]),
+         ("gpt_oss", ["--arch", "gpt_oss", "--preset", "tiny", "--seed", "4"])]
+
 
 class PlacementInvariance(TernTestCase):
-    def setUp(self):
-        super().setUp()
-        run("synth", "--preset", "small", "--seed", "4", "-o", self.path("hf"), "-q")
-        run("install", self.path("hf"), "-o", self.path("m.tern"), "-q")
-        self.model = self.path("m.tern")
-        m = json.load(open(os.path.join(self.model, "manifest.json")))
+    def model(self, arch, flags):
+        hf, model = self.path(arch + "-hf"), self.path(arch + ".tern")
+        run("synth", *flags, "-o", hf, "-q")
+        run("install", hf, "-o", model, "-q")
+        m = json.load(open(os.path.join(model, "manifest.json")))
         layers = m["experts"]["layers"]
-        stride = layers[0]["stride"]
-        k = m["config"]["num_experts_per_tok"]
+        stride = max(l["stride"] for l in layers)
+        k = m["config"].get("num_experts_per_tok") or m["config"].get("experts_per_token")
         total = sum(l["stride"] * l["num_experts"] for l in layers)
-        self.placements = [
-            ["--ram", str(k * stride), "--threads", "1"],  # the minimum
-            ["--ram", str(k * stride), "--threads", "2"],
-            ["--ram", str(total // 2), "--threads", "2", "--buffered-io"],  # half the experts
-            ["--ram", str(total), "--threads", "1"],  # all experts
-            ["--ram", str(total), "--threads", "2", "--no-verify"],
+        mirror = self.path(arch + "-mirror.bin")
+        shutil.copyfile(os.path.join(model, "experts.bin"), mirror)
+        minimum = ["--ram", str(k * stride)]
+        placements = [
+            minimum + ["--threads", "1", "--prefetch", "0"],  # the reference placement
+            minimum + ["--threads", "2"],
+            minimum + ["--threads", "2", "--prefetch", "2", "--prefetch-margin", "2", "--policy", "lookahead"],
+            ["--ram", str(total // 2), "--threads", "2", "--buffered-io", "--io", "pread"],  # half the experts
+            ["--ram", str(total // 2), "--io", "mmap", "--policy", "lfu", "--prefill-chunk", "3"],
+            ["--ram", str(total // 3), "--mirror", mirror, "--queue-depth", "1", "--prefill-chunk", "1"],
+            ["--ram", str(total), "--threads", "1", "--preload"],  # all experts
+            ["--ram", str(total), "--threads", "2", "--no-verify", "--prefetch", "0"],
         ]
-        self.tokens = ",".join(str((5 + 37 * i) % 1000) for i in range(20))
+        return model, placements
+
+    def tokens(self, vocab=1000):
+        return ",".join(str((5 + 37 * i) % vocab) for i in range(20))
 
     def test_logits_are_bit_identical(self):
-        outs = [run("logits", self.model, "--tokens", self.tokens, "--all", "--json", *p).stdout for p in self.placements]
-        for p, o in zip(self.placements[1:], outs[1:]):
-            self.assertEqual(o, outs[0], f"placement {p} changed the logits")
+        for arch, flags in ARCHS:
+            with self.subTest(arch=arch):
+                model, placements = self.model(arch, flags)
+                outs = [run("logits", model, "--tokens", self.tokens(), "--all", "--json", "--no-usage", *p).stdout
+                        for p in placements]
+                for p, o in zip(placements[1:], outs[1:]):
+                    self.assertEqual(o, outs[0], f"{arch}: placement {p} changed the logits")
 
     def test_generated_tokens_are_identical(self):
-        for mode in (["--greedy"], ["--temperature", "0.9", "--top-p", "0.9", "--seed", "7"]):
-            outs = []
-            for p in self.placements:
-                j = json.loads(run("generate", self.model, "--tokens", self.tokens, "-n", "24", "--ignore-eos", "--json",
-                                   *mode, *p).stdout)
-                outs.append(j["tokens"])
-                if p is self.placements[0]:
-                    self.assertGreater(j["stats"]["cache_misses"], 0)
-            for p, o in zip(self.placements[1:], outs[1:]):
-                self.assertEqual(o, outs[0], f"placement {p} changed the tokens ({mode})")
+        for arch, flags in ARCHS:
+            model, placements = self.model(arch, flags)
+            for mode in (["--greedy"], ["--temperature", "0.9", "--top-p", "0.9", "--seed", "7"]):
+                with self.subTest(arch=arch, mode=mode):
+                    outs = []
+                    for p in placements:
+                        j = json.loads(run("generate", model, "--tokens", self.tokens(), "-n", "24", "--ignore-eos",
+                                           "--json", "--no-usage", *mode, *p).stdout)
+                        outs.append(j["tokens"])
+                        if p is placements[0]:
+                            self.assertGreater(j["stats"]["cache_misses"], 0)
+                    for p, o in zip(placements[1:], outs[1:]):
+                        self.assertEqual(o, outs[0], f"{arch}: placement {p} changed the tokens ({mode})")
+
+    def test_hot_experts_pinned_from_usage_give_the_same_tokens(self):
+        model, placements = self.model("qwen3_moe", ARCHS[0][1])
+        gen = ["generate", model, "--tokens", self.tokens(), "-n", "16", "--ignore-eos", "--json", "--greedy"]
+        first = json.loads(run(*gen, *placements[1]).stdout)  # records usage.bin
+        self.assertTrue(os.path.exists(os.path.join(model, "usage.bin")))
+        stride = json.load(open(os.path.join(model, "manifest.json")))["experts"]["layers"][0]["stride"]
+        budget = int(placements[3][1])
+        pinned = json.loads(run(*gen, "--ram", str(budget), "--pin-hot", str(budget // 2), "--no-usage").stdout)
+        self.assertEqual(pinned["tokens"], first["tokens"])
+        self.assertGreater(budget // 2, stride)
 
     def test_small_cache_really_evicts(self):
-        j = json.loads(run("generate", self.model, "--tokens", self.tokens, "-n", "8", "--greedy", "--json",
-                           *self.placements[0]).stdout)
+        model, placements = self.model("qwen3_moe", ARCHS[0][1])
+        j = json.loads(run("generate", model, "--tokens", self.tokens(), "-n", "8", "--greedy", "--json", "--no-usage",
+                           *placements[0]).stdout)
         s = j["stats"]
         self.assertLess(s["hit_rate"], 1.0)
         self.assertGreater(s["bytes_read"], s["cache_budget"])  # more was read than fits: evictions happened

@@ -55,9 +55,17 @@ ExpertStore::ExpertStore(const TernModel& model, ExpertStoreOptions options) : m
     int kind = -1;
     for (int k = 0; k < 3; ++k)
       if (!parts.empty() && parts[0] == kinds[k]) kind = k;
-    if (kind < 0 || parts.size() < 3 || parts.size() > 4)
-      fail("fault '{}' is not kind:layer:expert[:replica] with kind eio, short or corrupt", f);
-    faults_.push_back({kind, std::stoll(parts[1]), std::stoll(parts[2]), parts.size() == 4 ? std::stoi(parts[3]) : -1});
+    if (kind < 0 || parts.size() < 3 || parts.size() > 5)
+      fail("fault '{}' is not kind:layer:expert[:replica[:times]] with kind eio, short or corrupt", f);
+    auto num = [&](size_t i) -> int64_t {
+      if (i >= parts.size() || parts[i] == "*") return -1;
+      try {
+        return std::stoll(parts[i]);
+      } catch (const std::exception&) {
+        fail("fault '{}': '{}' is not a number or *", f, parts[i]);
+      }
+    };
+    faults_.emplace_back(kind, num(1), num(2), static_cast<int>(num(3)), num(4));
   }
 
   IoHandler handler = [this](uint64_t tag, int error) { on_complete(tag, error); };
@@ -191,16 +199,22 @@ void ExpertStore::issue(uint64_t slot) {
   req.mapped = r.mapped;
   // An injected EIO still completes on the I/O thread, like a real one: the
   // backend fails to read from no file, and on_complete reports EIO.
-  op->inject_eio = fault(kEio, *op, ri) != nullptr;
+  op->inject_eio = fault(kEio, *op, ri);
   if (op->inject_eio) req.fd = -1, req.mapped = nullptr;
   io_->submit(req);
 }
 
-const ExpertStore::Fault* ExpertStore::fault(int kind, const Op& op, int replica) const {
-  for (const Fault& f : faults_)
-    if (f.kind == kind && f.layer == op.layer->layer && f.expert == op.expert && (f.replica < 0 || f.replica == replica))
-      return &f;
-  return nullptr;
+bool ExpertStore::fault(int kind, const Op& op, int replica) const {
+  for (const Fault& f : faults_) {
+    if (f.kind != kind || (f.layer >= 0 && f.layer != op.layer->layer) || (f.expert >= 0 && f.expert != op.expert) ||
+        (f.replica >= 0 && f.replica != replica))
+      continue;
+    int64_t left = f.left.load();
+    if (left < 0) return true;
+    while (left > 0)
+      if (f.left.compare_exchange_weak(left, left - 1)) return true;
+  }
+  return false;
 }
 
 void ExpertStore::on_complete(uint64_t slot, int error) {

@@ -39,9 +39,11 @@ struct ExpertStoreOptions {
   IoBackend backend = IoBackend::Uring;
   int queue_depth = 8;    // reads in flight (uring) or reading threads (pread, mmap)
   std::vector<std::filesystem::path> mirrors;  // replicas of experts.bin
-  // Test hook (also TERN_IO_FAULTS): comma-separated "kind:layer:expert[:replica]"
-  // with kind eio (the read fails), short (it ends early) or corrupt (a byte
-  // flips after the read); without a replica every replica fails.
+  // Test hook (also TERN_IO_FAULTS): comma-separated
+  // "kind:layer:expert[:replica[:times]]" with kind eio (the read fails),
+  // short (it ends early) or corrupt (a byte flips after the read); layer and
+  // expert may be *, replica * or absent means every replica, times (default
+  // unlimited) how many reads fail before the fault clears.
   std::string faults;
 };
 
@@ -85,8 +87,10 @@ class ExpertStore {
   };
   struct Fault {
     int kind;  // 0 eio, 1 short, 2 corrupt
-    int64_t layer, expert;
-    int replica;  // -1: every replica
+    int64_t layer, expert;  // -1: any
+    int replica;            // -1: every replica
+    mutable std::atomic<int64_t> left;  // reads still to fail (< 0: unlimited)
+    Fault(int k, int64_t l, int64_t e, int r, int64_t n) : kind(k), layer(l), expert(e), replica(r), left(n) {}
   };
   struct Op {
     const ExpertLayer* layer = nullptr;
@@ -106,13 +110,14 @@ class ExpertStore {
   std::vector<int> replica_order(int64_t layer, int64_t expert) const;
   void issue(uint64_t slot);
   void on_complete(uint64_t slot, int error);
-  const Fault* fault(int kind, const Op& op, int replica) const;
+  // Whether a fault of `kind` hits this read (consuming one of its times).
+  bool fault(int kind, const Op& op, int replica) const;
   void finish(uint64_t slot, const std::string* error);
 
   const TernModel& model_;
   ExpertStoreOptions options_;
   std::vector<std::unique_ptr<Replica>> replicas_;
-  std::vector<Fault> faults_;
+  std::deque<Fault> faults_;
   std::unique_ptr<ExpertIO> io_;
 
   std::mutex mu_;

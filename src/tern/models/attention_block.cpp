@@ -30,9 +30,10 @@ void norm_heads(float* x, int64_t heads, int64_t head_dim, const float* w, float
 
 }  // namespace
 
-void attention_forward(const AttentionWeights& w, const AttentionShape& s, const float* x, int64_t n,
-                       int64_t start, KVCache& kv, int64_t layer, float* out, Scratch& scratch,
+void attention_forward(const AttentionWeights& w, const AttentionShape& s, const float* x,
+                       std::span<const TokenSlot> slots, int64_t layer, float* out, Scratch& scratch,
                        ThreadPool* pool) {
+  const auto n = static_cast<int64_t>(slots.size());
   const int64_t q_dim = s.n_heads * s.head_dim, kv_dim = s.n_kv_heads * s.head_dim;
   const int64_t half = s.head_dim / 2;
   float* q = scratch.get(kQ, n * q_dim);
@@ -48,14 +49,18 @@ void attention_forward(const AttentionWeights& w, const AttentionShape& s, const
   add_bias(q, w.q_bias, n, q_dim);
   add_bias(k, w.k_bias, n, kv_dim);
   add_bias(v, w.v_bias, n, kv_dim);
-  const int64_t last = start + n - 1;
-  const int64_t keys_seen = s.window > 0 ? std::min(s.window, last + 1) : last + 1;
-  if (keys_seen > kv.capacity(layer))
-    fail("layer {}: the KV cache keeps {} positions, attention needs {}", layer, kv.capacity(layer), keys_seen);
+  int64_t keys_seen = 0;
+  for (const TokenSlot& slot : slots) {
+    const int64_t seen = s.window > 0 ? std::min(s.window, slot.pos + 1) : slot.pos + 1;
+    if (seen > slot.kv->capacity(layer))
+      fail("layer {}: the KV cache keeps {} positions, attention needs {}", layer, slot.kv->capacity(layer), seen);
+    keys_seen = std::max(keys_seen, seen);
+  }
   float* scores = scratch.get(kScores, attention_decode_scratch_floats(s.n_heads, keys_seen));
   const AttentionHeads heads{s.n_heads, s.n_kv_heads, s.head_dim, s.scale, w.sinks};
   for (int64_t t = 0; t < n; ++t) {
-    const int64_t pos = start + t;
+    KVCache& kv = *slots[static_cast<size_t>(t)].kv;
+    const int64_t pos = slots[static_cast<size_t>(t)].pos;
     float* qt = q + t * q_dim;
     float* kt = k + t * kv_dim;
     norm_heads(qt, s.n_heads, s.head_dim, w.q_norm, s.norm_eps, tmp);

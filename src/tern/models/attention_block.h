@@ -3,6 +3,7 @@
 // projections (+ optional biases), optional per-head q/k RMSNorm (Qwen3),
 // RoPE, grouped-query causal attention over the KV cache, output projection.
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "tern/kernels/weight_view.h"
@@ -35,13 +36,20 @@ struct AttentionShape {
   int64_t window = 0;              // > 0: query i sees keys j with i - j < window
 };
 
-// x: [n, hidden] normalised inputs of tokens at positions start..start+n-1.
-// Appends their keys/values to `kv` at `layer`; writes out: [n, hidden].
+// Where one token of a batch belongs: its sequence's KV cache and its position.
+struct TokenSlot {
+  KVCache* kv = nullptr;
+  int64_t pos = 0;
+};
+
+// x: [n, hidden] normalised inputs; token t of the batch belongs at slots[t]
+// (tokens of one sequence in order; several sequences may share a batch).
+// Appends their keys/values at `layer`; writes out: [n, hidden].
 // Token by token, a token's key and value are stored and then its query
 // attends, so a sliding-window ring of exactly `window` slots suffices for
 // any batch; every query's result is the same as when decoded alone.
-void attention_forward(const AttentionWeights& w, const AttentionShape& s, const float* x, int64_t n,
-                       int64_t start, KVCache& kv, int64_t layer, float* out, Scratch& scratch,
+void attention_forward(const AttentionWeights& w, const AttentionShape& s, const float* x,
+                       std::span<const TokenSlot> slots, int64_t layer, float* out, Scratch& scratch,
                        ThreadPool* pool);
 
 }  // namespace tern

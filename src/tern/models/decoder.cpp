@@ -7,10 +7,23 @@
 
 namespace tern {
 
-void check_forward(int64_t n_tokens, int64_t start, const KVCache& kv) {
-  if (n_tokens == 0) fail("forward called with no tokens");
-  if (start < 0 || start + n_tokens > kv.max_positions())
-    fail("context overflow: {} positions needed, the context holds {}", start + n_tokens, kv.max_positions());
+void layout_batch(std::span<const SequenceBatch> sequences, BatchRows& rows) {
+  rows.tokens.clear();
+  rows.slots.clear();
+  rows.logit_rows.clear();
+  if (sequences.empty()) fail("forward called with no sequences");
+  for (const SequenceBatch& s : sequences) {
+    const auto n = static_cast<int64_t>(s.tokens.size());
+    if (n == 0) fail("forward called with no tokens");
+    if (!s.kv || s.start < 0 || s.start + n > s.kv->max_positions())
+      fail("context overflow: {} positions needed, the context holds {}", s.start + n, s.kv ? s.kv->max_positions() : 0);
+    const auto first_row = static_cast<int64_t>(rows.tokens.size());
+    for (int64_t t = 0; t < n; ++t) {
+      rows.tokens.push_back(s.tokens[static_cast<size_t>(t)]);
+      rows.slots.push_back({s.kv, s.start + t});
+    }
+    for (int64_t t = s.all_positions ? 0 : n - 1; t < n; ++t) rows.logit_rows.push_back(first_row + t);
+  }
 }
 
 void embed_tokens(const WeightView& embed, std::span<const int32_t> tokens, int64_t vocab, int64_t hidden,
@@ -22,11 +35,22 @@ void embed_tokens(const WeightView& embed, std::span<const int32_t> tokens, int6
   }
 }
 
-void final_logits(const WeightView& lm_head, const float* norm, float eps, const float* x, int64_t n,
-                  int64_t hidden, bool all_positions, float* xn, float* logits, ThreadPool* pool) {
-  const int64_t first = all_positions ? 0 : n - 1;
-  for (int64_t t = first; t < n; ++t) rmsnorm(x + t * hidden, norm, hidden, eps, xn + (t - first) * hidden);
-  matmul(lm_head, xn, n - first, logits, pool);
+void final_logits(const WeightView& lm_head, const float* norm, float eps, const float* x, int64_t hidden,
+                  std::span<const SequenceBatch> sequences, const BatchRows& rows, float* xn, float* y,
+                  ThreadPool* pool) {
+  const auto m = static_cast<int64_t>(rows.logit_rows.size());
+  for (int64_t i = 0; i < m; ++i) rmsnorm(x + rows.logit_rows[static_cast<size_t>(i)] * hidden, norm, hidden, eps, xn + i * hidden);
+  const int64_t vocab = lm_head.rows;
+  // One sequence: straight into its output; several: into y, then copied out.
+  float* dst = sequences.size() == 1 ? sequences[0].logits : y;
+  matmul(lm_head, xn, m, dst, pool);
+  if (sequences.size() == 1) return;
+  int64_t i = 0;
+  for (const SequenceBatch& s : sequences) {
+    const int64_t k = s.all_positions ? static_cast<int64_t>(s.tokens.size()) : 1;
+    std::copy(y + i * vocab, y + (i + k) * vocab, s.logits);
+    i += k;
+  }
 }
 
 void start_trace(ForwardTrace* trace, int64_t layers) {

@@ -5,26 +5,40 @@
 // with the attention and MoE blocks.
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "tern/kernels/weight_view.h"
+#include "tern/models/attention_block.h"
 #include "tern/models/kv_cache.h"
+#include "tern/models/model.h"
 
 namespace tern {
 
 class ThreadPool;
 struct ForwardTrace;
 
-// Fails clearly on an empty call or one that would overflow the context.
-void check_forward(int64_t n_tokens, int64_t start, const KVCache& kv);
+// A batch of sequences laid out as rows: every token's id and slot (KV,
+// position), and the rows whose logits are wanted, sequence by sequence.
+struct BatchRows {
+  std::vector<int32_t> tokens;
+  std::vector<TokenSlot> slots;
+  std::vector<int64_t> logit_rows;
+};
+
+// Checks every sequence (no tokens, context overflow: clear errors) and lays
+// the batch out.
+void layout_batch(std::span<const SequenceBatch> sequences, BatchRows& rows);
 
 // x[t] = row tokens[t] of embed (dequantized), each id checked against vocab.
 void embed_tokens(const WeightView& embed, std::span<const int32_t> tokens, int64_t vocab, int64_t hidden,
                   float* x);
 
-// logits of the last token ([vocab]) or of every token ([n, vocab]):
-// lm_head(rmsnorm(x) * norm). xn is [n, hidden] scratch.
-void final_logits(const WeightView& lm_head, const float* norm, float eps, const float* x, int64_t n,
-                  int64_t hidden, bool all_positions, float* xn, float* logits, ThreadPool* pool);
+// Each sequence's logits: lm_head(rmsnorm(x) * norm) of the rows it wants,
+// written where it asked. xn and y are scratch of rows.logit_rows.size()
+// rows of hidden and vocab floats.
+void final_logits(const WeightView& lm_head, const float* norm, float eps, const float* x, int64_t hidden,
+                  std::span<const SequenceBatch> sequences, const BatchRows& rows, float* xn, float* y,
+                  ThreadPool* pool);
 
 // Sizes the trace's per-layer records (when tracing).
 void start_trace(ForwardTrace* trace, int64_t layers);

@@ -11,6 +11,12 @@ namespace tern {
 std::unique_ptr<Model> make_qwen3_moe(const TernModel&, ExpertCache&, ThreadPool*, const ModelOptions&);
 std::unique_ptr<Model> make_gpt_oss(const TernModel&, ExpertCache&, ThreadPool*, const ModelOptions&);
 
+void Model::forward(std::span<const int32_t> tokens, int64_t start, KVCache& kv, float* logits, bool all_positions,
+                    ForwardTrace* trace) {
+  const SequenceBatch one{tokens, start, &kv, logits, all_positions};
+  forward_batch(std::span<const SequenceBatch>(&one, 1), trace);
+}
+
 namespace {
 
 // Per layer: positions kept (a sliding layer keeps its window) and floats per position.

@@ -25,6 +25,17 @@ struct ForwardTrace {
   std::vector<Routing> routing;            // per layer (empty for dense layers)
 };
 
+// One sequence's part of a batched forward: its new tokens, the position of
+// the first, its KV cache, and where its logits go ([vocab] of its last token,
+// or [tokens, vocab] if all_positions).
+struct SequenceBatch {
+  std::span<const int32_t> tokens;
+  int64_t start = 0;
+  KVCache* kv = nullptr;
+  float* logits = nullptr;
+  bool all_positions = false;
+};
+
 class Model {
  public:
   virtual ~Model() = default;
@@ -33,8 +44,13 @@ class Model {
 
   // Runs tokens at positions start..start+n-1, appending to kv. Writes
   // logits [vocab] of the last token, or [n, vocab] if all_positions.
-  virtual void forward(std::span<const int32_t> tokens, int64_t start, KVCache& kv, float* logits,
-                       bool all_positions, ForwardTrace* trace = nullptr) = 0;
+  void forward(std::span<const int32_t> tokens, int64_t start, KVCache& kv, float* logits, bool all_positions,
+               ForwardTrace* trace = nullptr);
+  // Several sequences in one batch (the server decodes its requests
+  // together, so each expert read serves every request routed to it). Every
+  // token's result is bit-identical to running its sequence alone: no
+  // kernel's arithmetic depends on what else is in the batch.
+  virtual void forward_batch(std::span<const SequenceBatch> sequences, ForwardTrace* trace = nullptr) = 0;
 
   // A KV cache sized for this model.
   KVCache make_kv_cache(int64_t max_positions) const;

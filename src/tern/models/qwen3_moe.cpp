@@ -39,20 +39,19 @@ class Qwen3Moe final : public Model {
   const ModelConfig& config() const override { return cfg_; }
   uint64_t resident_bytes() const override { return w_.resident_bytes(); }
 
-  void forward(std::span<const int32_t> tokens, int64_t start, KVCache& kv, float* logits, bool all_positions,
-               ForwardTrace* trace) override {
-    const auto n = static_cast<int64_t>(tokens.size());
+  void forward_batch(std::span<const SequenceBatch> sequences, ForwardTrace* trace) override {
+    layout_batch(sequences, rows_);
+    const auto n = static_cast<int64_t>(rows_.tokens.size());
     const int64_t H = cfg_.hidden_size;
-    check_forward(n, start, kv);
     float* x = scratch_.get(0, n * H);
     float* xn = scratch_.get(1, n * H);
     float* y = scratch_.get(2, n * H);
-    embed_tokens(embed_, tokens, cfg_.vocab_size, H, x);
+    embed_tokens(embed_, rows_.tokens, cfg_.vocab_size, H, x);
     start_trace(trace, cfg_.num_layers);
     for (int64_t l = 0; l < cfg_.num_layers; ++l) {
       const Layer& L = layers_[static_cast<size_t>(l)];
       for (int64_t t = 0; t < n; ++t) rmsnorm(x + t * H, L.input_norm, H, shape_.norm_eps, xn + t * H);
-      attention_forward(L.attn, shape_, xn, n, start, kv, l, y, attn_scratch_, pool_);
+      attention_forward(L.attn, shape_, xn, rows_.slots, l, y, attn_scratch_, pool_);
       add(x, y, x, n * H);
       for (int64_t t = 0; t < n; ++t) rmsnorm(x + t * H, L.post_norm, H, shape_.norm_eps, xn + t * H);
       if (L.moe.experts) {
@@ -65,7 +64,9 @@ class Qwen3Moe final : public Model {
       add(x, y, x, n * H);
       trace_hidden(trace, l, x, n * H);
     }
-    final_logits(lm_head_, final_norm_, shape_.norm_eps, x, n, H, all_positions, xn, logits, pool_);
+    const auto m = static_cast<int64_t>(rows_.logit_rows.size());
+    final_logits(lm_head_, final_norm_, shape_.norm_eps, x, H, sequences, rows_, xn,
+                 sequences.size() > 1 ? scratch_.get(3, m * cfg_.vocab_size) : nullptr, pool_);
   }
 
  private:
@@ -122,6 +123,7 @@ class Qwen3Moe final : public Model {
   std::vector<Layer> layers_;
   std::vector<MoeLayerRef> moe_;  // per layer (experts null for dense layers)
   Scratch scratch_, attn_scratch_, mlp_scratch_;
+  BatchRows rows_;
 };
 
 }  // namespace

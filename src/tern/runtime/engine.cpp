@@ -86,6 +86,7 @@ Engine::Engine(const EngineOptions& opt) {
   so.backend = opt.io;
   so.queue_depth = opt.queue_depth > 0 ? opt.queue_depth : kDefaultQueueDepth;
   so.mirrors = opt.mirrors;
+  so.faults = opt.io_faults;
   store_ = std::make_unique<ExpertStore>(*container_, so);
   cache_ = std::make_unique<ExpertCache>(*store_, budget, opt.policy);
 
@@ -206,6 +207,45 @@ const std::vector<float>& Session::feed(std::span<const int32_t> tokens, bool al
     tokens_.insert(tokens_.end(), tokens.begin() + first, tokens.begin() + first + count);
   }
   return logits_;
+}
+
+void Session::feed_batch(std::span<Session* const> sessions, std::span<const std::span<const int32_t>> tokens) {
+  if (sessions.size() != tokens.size()) fail("feed_batch: {} sessions but {} token lists", sessions.size(), tokens.size());
+  if (sessions.empty()) return;
+  Engine& engine = sessions[0]->engine_;
+  for (size_t i = 0; i < sessions.size(); ++i) {
+    Session& s = *sessions[i];
+    if (&s.engine_ != &engine) fail("feed_batch: sessions of different engines");
+    for (size_t j = 0; j < i; ++j)
+      if (sessions[j] == sessions[i]) fail("feed_batch: a session appears twice");
+    if (tokens[i].empty()) fail("no tokens to process");
+    if (s.position() + static_cast<int64_t>(tokens[i].size()) > engine.context())
+      fail("{} tokens do not fit the context: {} already used of {}", tokens[i].size(), s.position(), engine.context());
+  }
+  const int64_t vocab = engine.config().vocab_size;
+  const int64_t chunk = engine.prefill_chunk();
+  std::vector<size_t> done(sessions.size(), 0);
+  std::vector<SequenceBatch> batch;
+  for (;;) {
+    batch.clear();
+    std::vector<size_t> members;
+    for (size_t i = 0; i < sessions.size(); ++i) {
+      if (done[i] >= tokens[i].size()) continue;
+      Session& s = *sessions[i];
+      const size_t count = std::min<size_t>(static_cast<size_t>(chunk), tokens[i].size() - done[i]);
+      s.logits_.resize(static_cast<size_t>(vocab));
+      batch.push_back({tokens[i].subspan(done[i], count), s.position(), &s.kv_, s.logits_.data(), false});
+      members.push_back(i);
+    }
+    if (batch.empty()) break;
+    engine.model().forward_batch(batch);
+    for (size_t b = 0; b < batch.size(); ++b) {
+      const size_t i = members[b];
+      Session& s = *sessions[i];
+      s.tokens_.insert(s.tokens_.end(), batch[b].tokens.begin(), batch[b].tokens.end());
+      done[i] += batch[b].tokens.size();
+    }
+  }
 }
 
 nlohmann::json GenerationStats::to_json() const {

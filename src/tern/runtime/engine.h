@@ -42,6 +42,7 @@ struct EngineOptions {
   bool record_usage = true;     // update usage.bin beside the model at exit (when writable)
   int64_t prefill_chunk = 0;    // prompt tokens per forward step; 0 = kDefaultPrefillChunk
   bool preload = false;         // read every expert at start (when the budget holds them all)
+  std::string io_faults;        // tests only: ExpertStoreOptions::faults
 };
 
 // Defaults chosen by measurement (docs/RESULTS.md).
@@ -147,6 +148,15 @@ class Session {
   // (or of every new token if all_positions: [n, vocab]).
   const std::vector<float>& feed(std::span<const int32_t> tokens, bool all_positions = false,
                                  ForwardTrace* trace = nullptr);
+  // The logits of the last token fed.
+  const std::vector<float>& logits() const { return logits_; }
+  const KVCache& kv() const { return kv_; }
+
+  // Feeds several sessions of one engine in one forward batch (the server's
+  // requests decode together, so each expert read serves all of them).
+  // tokens[i] goes to sessions[i]; long inputs run in prefill-chunk steps.
+  // Each session ends with the same logits, bit for bit, as if fed alone.
+  static void feed_batch(std::span<Session* const> sessions, std::span<const std::span<const int32_t>> tokens);
 
  private:
   Engine& engine_;

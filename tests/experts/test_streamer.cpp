@@ -1,0 +1,241 @@
+// The streamer's parts: every I/O backend reads the record bytes; injected
+// faults (EIO, short read, corrupt bytes) give clear errors naming the expert
+// or are healed by a replica; a failed read leaves nothing behind and the
+// cache stays usable; prefetch, LFU and lookahead protection; usage.bin; the
+// memory planner.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+
+#include "support/expect_error.h"
+#include "support/models.h"
+#include "tern/core/file.h"
+#include "tern/experts/expert_cache.h"
+#include "tern/experts/usage_stats.h"
+#include "tern/runtime/engine.h"
+#include "tern/runtime/memory_plan.h"
+
+namespace tern {
+namespace {
+
+using testing::expect_error;
+using testing::TempDir;
+
+class StreamerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    synthesize_model(testing::tiny_synth(dir / "hf"));
+    install_model(testing::quiet_install(dir / "hf", dir / "m.tern"));
+    model = std::make_unique<TernModel>(TernModel::open(dir / "m.tern"));
+  }
+  const ExpertLayer& layer(size_t i) { return model->manifest().expert_layers[i]; }
+  uint64_t stride() { return layer(0).stride; }
+  std::string record(size_t l, int64_t e) {
+    std::string want(layer(l).record_size, '\0');
+    model->read_expert(layer(l), e, want.data());
+    return want;
+  }
+  bool holds(const ExpertCache::Handle& h, size_t l, int64_t e) {
+    return std::memcmp(h.data(), record(l, e).data(), layer(l).record_size) == 0;
+  }
+  std::filesystem::path mirror() {
+    std::filesystem::copy_file(dir / "m.tern" / "experts.bin", dir / "mirror.bin");
+    return dir / "mirror.bin";
+  }
+  TempDir dir;
+  std::unique_ptr<TernModel> model;
+};
+
+TEST_F(StreamerTest, EveryBackendReadsTheRecords) {
+  for (IoBackend backend : {IoBackend::Uring, IoBackend::Pread, IoBackend::Mmap})
+    for (bool direct : {true, false}) {
+      ExpertStoreOptions o;
+      o.backend = backend;
+      o.direct_io = direct;
+      o.queue_depth = 3;
+      ExpertStore store(*model, o);
+      ExpertCache cache(store, 16 * stride());
+      std::vector<ExpertCache::Handle> hs;
+      for (int64_t e = 0; e < 8; ++e) hs.push_back(cache.request(layer(1), e));  // 8 reads in flight at once
+      for (int64_t e = 0; e < 8; ++e) {
+        cache.wait(hs[static_cast<size_t>(e)]);
+        EXPECT_TRUE(holds(hs[static_cast<size_t>(e)], 1, e)) << io_backend_name(backend) << " " << e;
+      }
+    }
+}
+
+TEST_F(StreamerTest, FailedReadNamesTheExpertAndLeavesTheCacheUsable) {
+  for (const char* kind : {"eio", "short", "corrupt"}) {
+    ExpertStoreOptions o;
+    o.faults = fmt::format("{}:1:4", kind);
+    ExpertStore store(*model, o);
+    ExpertCache cache(store, 4 * stride());
+    const char* why = std::string(kind) == "eio" ? "read error" : std::string(kind) == "short" ? "unexpected end of file"
+                                                                                              : "checksum mismatch";
+    expect_error([&] { cache.acquire(layer(1), 4); }, {"expert (layer 1, expert 4)", why});
+    EXPECT_FALSE(cache.contains(1, 4));
+    EXPECT_EQ(cache.used_bytes(), 0u);
+    auto h = cache.acquire(layer(1), 3);  // other experts still read fine
+    EXPECT_TRUE(holds(h, 1, 3));
+    expect_error([&] { cache.acquire(layer(1), 4); }, {"expert (layer 1, expert 4)"});  // a lasting fault stays a clear error
+  }
+}
+
+TEST_F(StreamerTest, ATransientFaultIsRetriedByTheNextRequest) {
+  ExpertStoreOptions o;
+  o.faults = "eio:*:*:*:1";  // the first read anywhere fails, then the disk is fine
+  ExpertStore store(*model, o);
+  ExpertCache cache(store, 4 * stride());
+  expect_error([&] { cache.acquire(layer(0), 2); }, {"expert (layer 0, expert 2)", "read error"});
+  auto h = cache.acquire(layer(0), 2);
+  EXPECT_TRUE(holds(h, 0, 2));
+}
+
+TEST_F(StreamerTest, AReplicaHealsFaultsOfTheOther) {
+  for (const char* fault : {"eio:*:*:0", "corrupt:*:*:0", "short:*:*:0"}) {
+    ExpertStoreOptions o;
+    o.mirrors = {std::filesystem::exists(dir / "mirror.bin") ? dir / "mirror.bin" : mirror()};
+    o.faults = fault;
+    ExpertStore store(*model, o);
+    ExpertCache cache(store, 16 * stride());
+    for (int64_t e = 0; e < 8; ++e) {
+      auto h = cache.acquire(layer(1), e);
+      EXPECT_TRUE(holds(h, 1, e)) << fault << " " << e;
+    }
+    const auto reps = store.replicas();
+    ASSERT_EQ(reps.size(), 2u);
+    EXPECT_GT(reps[0].failures, 0u) << fault;  // some records were routed to replica 0 first
+    EXPECT_EQ(reps[1].failures, 0u);
+    EXPECT_EQ(reps[1].reads, 8u) << fault;  // ... and every record came from the mirror in the end
+  }
+  // Both replicas failing: the error names both.
+  ExpertStoreOptions o;
+  o.mirrors = {dir / "mirror.bin"};
+  o.faults = "eio:0:1";
+  ExpertStore store(*model, o);
+  ExpertCache cache(store, 4 * stride());
+  expect_error([&] { cache.acquire(layer(0), 1); }, {"expert (layer 0, expert 1)", "experts.bin", "mirror.bin"});
+}
+
+TEST_F(StreamerTest, AMirrorOfAnotherSizeIsRefused) {
+  File::create(dir / "short.bin").write_all("x", 1);
+  ExpertStoreOptions o;
+  o.mirrors = {dir / "short.bin"};
+  expect_error([&] { ExpertStore store(*model, o); }, {"--mirror", "short.bin", "a mirror must be a copy"});
+}
+
+TEST_F(StreamerTest, PrefetchWarmsTheCacheAndIsAccounted) {
+  ExpertStore store(*model);
+  ExpertCache cache(store, 3 * stride());
+  EXPECT_TRUE(cache.prefetch(layer(0), 5));
+  EXPECT_FALSE(cache.prefetch(layer(0), 5));  // already there
+  auto h = cache.acquire(layer(0), 5);
+  EXPECT_TRUE(holds(h, 0, 5));
+  ExpertCacheStats s = cache.stats();
+  EXPECT_EQ(s.prefetches, 1u);
+  EXPECT_EQ(s.prefetch_hits, 1u);
+  EXPECT_EQ(s.hits, 1u);
+  EXPECT_EQ(s.misses, 0u);
+  EXPECT_EQ(s.prefetch_useful_bytes, stride());
+  // A prefetch never evicts an expert in use; an unused prefetch evicted counts as waste.
+  auto a = cache.acquire(layer(0), 0);
+  auto b = cache.acquire(layer(0), 1);
+  EXPECT_FALSE(cache.prefetch(layer(0), 6));  // 5, 0 and 1 are all held: no room
+  h = ExpertCache::Handle();
+  cache.set_protected({ExpertCache::key(0, 5)});
+  EXPECT_FALSE(cache.prefetch(layer(0), 6));  // 5 is protected, 0 and 1 pinned: no room
+  cache.set_protected({});
+  EXPECT_TRUE(cache.prefetch(layer(0), 6));   // now 5 may go
+  cache.acquire(layer(0), 2);                 // evicts the unused prefetch of 6 (LRU among unpinned)
+  EXPECT_EQ(cache.stats().prefetch_wasted_bytes, stride());
+}
+
+TEST_F(StreamerTest, LfuEvictsTheLeastDemanded) {
+  ExpertStore store(*model);
+  ExpertCache cache(store, 2 * stride(), CachePolicy::Lfu);
+  for (int i = 0; i < 3; ++i) cache.acquire(layer(0), 0);
+  cache.acquire(layer(0), 1);
+  cache.acquire(layer(0), 2);  // LRU would evict 0 (older); LFU evicts 1 (demanded once)
+  EXPECT_TRUE(cache.contains(0, 0));
+  EXPECT_FALSE(cache.contains(0, 1));
+  EXPECT_TRUE(cache.contains(0, 2));
+}
+
+TEST_F(StreamerTest, LookaheadPolicyKeepsPredictedExperts) {
+  ExpertStore store(*model);
+  ExpertCache cache(store, 2 * stride(), CachePolicy::Lookahead);
+  cache.acquire(layer(0), 0);
+  cache.acquire(layer(0), 1);
+  cache.set_protected({ExpertCache::key(0, 0)});  // 0 is least recent but predicted
+  cache.acquire(layer(0), 2);
+  EXPECT_TRUE(cache.contains(0, 0));
+  EXPECT_FALSE(cache.contains(0, 1));
+}
+
+TEST_F(StreamerTest, UsageFileRoundTripsAndIsRefusedWhenForeignOrCorrupt) {
+  ExpertCounts counts = {{ExpertCache::key(0, 3), 7}, {ExpertCache::key(1, 5), 2}};
+  const auto path = dir / "m.tern" / "usage.bin";
+  save_expert_usage(path, *model, counts);
+  std::string why;
+  auto back = load_expert_usage(path, *model, &why);
+  ASSERT_TRUE(back.has_value()) << why;
+  EXPECT_EQ(*back, counts);
+  testing::corrupt_byte(path, 30);
+  EXPECT_FALSE(load_expert_usage(path, *model, &why).has_value());
+  EXPECT_NE(why.find("checksum"), std::string::npos) << why;
+  // Another model (another seed: another manifest) refuses it.
+  synthesize_model(testing::tiny_synth(dir / "hf2", DType::BF16, 99));
+  install_model(testing::quiet_install(dir / "hf2", dir / "other.tern"));
+  TernModel other = TernModel::open(dir / "other.tern");
+  save_expert_usage(path, *model, counts);
+  EXPECT_FALSE(load_expert_usage(path, other, &why).has_value());
+  EXPECT_NE(why.find("another model"), std::string::npos) << why;
+}
+
+TEST_F(StreamerTest, EngineRecoversFromAFailedReadWithTheSameTokens) {
+  EngineOptions eo;
+  eo.model = dir / "m.tern";
+  eo.record_usage = false;
+  eo.ram_bytes = 2 * stride();
+  const std::vector<int32_t> prompt = {11, 48, 85, 122, 159};
+  GenerateOptions go;
+  go.max_new_tokens = 8;
+  go.sampling.greedy = true;
+  Engine clean(eo);
+  Session s0(clean);
+  const auto want = generate(s0, prompt, go, nullptr, nullptr);
+  eo.io_faults = "eio:*:*:*:1";
+  Engine faulty(eo);
+  Session s1(faulty);
+  expect_error([&] { generate(s1, prompt, go, nullptr, nullptr); }, {"read error", "expert (layer"});
+  Session s2(faulty);  // the next request on the same engine
+  EXPECT_EQ(generate(s2, prompt, go, nullptr, nullptr), want);
+}
+
+TEST(MemoryPlan, BudgetIsWhatRemainsAndTheMinimumIsEnforced) {
+  MemoryNeeds n;
+  n.available = 16ull << 30;
+  n.trunk = 2ull << 30;
+  n.kv = 1ull << 30;
+  n.scratch = 100ull << 20;
+  n.all_experts = 60ull << 30;
+  n.min_budget = 100ull << 20;
+  MemoryPlan p = plan_memory(n);
+  EXPECT_EQ(p.usable, n.available);
+  EXPECT_EQ(p.margin, n.available / 20 + (64ull << 20));
+  EXPECT_EQ(p.budget, n.available - n.trunk - n.kv - n.scratch - p.margin);
+  EXPECT_FALSE(p.all_resident);
+  n.cgroup_limit = 8ull << 30;  // a cgroup below MemAvailable wins
+  p = plan_memory(n);
+  EXPECT_EQ(p.usable, n.cgroup_limit);
+  n.all_experts = 1ull << 30;  // everything fits: the budget is just the experts
+  p = plan_memory(n);
+  EXPECT_EQ(p.budget, n.all_experts);
+  EXPECT_TRUE(p.all_resident);
+  n.cgroup_limit = 3ull << 30;  // not even the minimum
+  expect_error([&] { plan_memory(n); }, {"--ram auto", "below the minimum", "cgroup limit"});
+}
+
+}  // namespace
+}  // namespace tern

@@ -1,0 +1,92 @@
+// Sessions fed together in one forward batch (the server's concurrent
+// requests) get exactly the logits they get when fed alone, for both
+// architectures, with prompts of different lengths, mixed prefill and
+// decode, and a sliding-window model whose rings wrap.
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "support/models.h"
+#include "tern/core/error.h"
+#include "tern/runtime/engine.h"
+
+namespace tern {
+namespace {
+
+using testing::TempDir;
+
+class BatchForward : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    SynthOptions so = testing::tiny_synth(dir / "hf");
+    so.architecture = GetParam();
+    synthesize_model(so);
+    install_model(testing::quiet_install(dir / "hf", dir / "m.tern"));
+    EngineOptions eo;
+    eo.model = dir / "m.tern";
+    eo.threads = 2;
+    eo.record_usage = false;
+    eo.prefill_chunk = 5;  // prompts run in several chunks
+    engine = std::make_unique<Engine>(eo);
+  }
+  std::vector<int32_t> prompt(int n, int salt) {
+    std::vector<int32_t> ids;
+    for (int i = 0; i < n; ++i) ids.push_back((7 + 131 * i + salt) % 200);
+    return ids;
+  }
+  TempDir dir;
+  std::unique_ptr<Engine> engine;
+};
+
+TEST_P(BatchForward, EverySequenceGetsItsAloneLogitsBitForBit) {
+  const std::vector<std::vector<int32_t>> prompts = {prompt(3, 1), prompt(11, 2), prompt(20, 3)};
+  // Alone: each prompt, then three decode steps with fixed tokens.
+  std::vector<std::vector<std::vector<float>>> alone(prompts.size());
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    Session s(*engine);
+    alone[i].push_back(s.feed(prompts[i]));
+    for (int32_t t : {5, 9, 17}) alone[i].push_back(s.feed(std::vector<int32_t>{t + static_cast<int32_t>(i)}));
+  }
+  // Together: all prompts in one batch, then each decode step in one batch;
+  // and a late joiner: sequence 2 prefills while 0 and 1 decode.
+  std::vector<Session> sessions;
+  for (size_t i = 0; i < prompts.size(); ++i) sessions.emplace_back(*engine);
+  std::vector<Session*> all;
+  for (auto& s : sessions) all.push_back(&s);
+  std::vector<std::span<const int32_t>> first = {prompts[0], prompts[1]};
+  Session::feed_batch(std::span<Session* const>(all.data(), 2), first);
+  for (size_t i = 0; i < 2; ++i) EXPECT_EQ(sessions[i].logits(), alone[i][0]) << "prompt " << i;
+  for (int step = 0; step < 3; ++step) {
+    const int32_t base = std::vector<int32_t>{5, 9, 17}[static_cast<size_t>(step)];
+    std::vector<std::vector<int32_t>> next = {{base}, {base + 1}};
+    std::vector<std::span<const int32_t>> feed = {next[0], next[1]};
+    std::vector<Session*> members = {all[0], all[1]};
+    if (step == 0) {  // sequence 2 joins with its whole prompt
+      members.push_back(all[2]);
+      feed.push_back(prompts[2]);
+    } else {  // it decodes its own schedule, one step behind
+      next.push_back({std::vector<int32_t>{5, 9, 17}[static_cast<size_t>(step) - 1] + 2});
+      members.push_back(all[2]);
+      feed.push_back(next[2]);
+    }
+    Session::feed_batch(members, feed);
+    for (size_t i = 0; i < 2; ++i) EXPECT_EQ(sessions[i].logits(), alone[i][static_cast<size_t>(step) + 1]) << step << " " << i;
+    EXPECT_EQ(sessions[2].logits(), alone[2][static_cast<size_t>(step)]) << step;
+  }
+}
+
+TEST_P(BatchForward, RejectsMisuse) {
+  Session a(*engine);
+  std::vector<Session*> twice = {&a, &a};
+  std::vector<int32_t> t = {1};
+  std::vector<std::span<const int32_t>> feed = {t, t};
+  EXPECT_THROW(Session::feed_batch(twice, feed), Error);
+  std::vector<Session*> one = {&a};
+  std::vector<std::span<const int32_t>> none = {std::span<const int32_t>()};
+  EXPECT_THROW(Session::feed_batch(one, none), Error);
+}
+
+INSTANTIATE_TEST_SUITE_P(Architectures, BatchForward, ::testing::Values("qwen3_moe", "gpt_oss"));
+
+}  // namespace
+}  // namespace tern
