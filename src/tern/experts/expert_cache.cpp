@@ -277,6 +277,15 @@ bool ExpertCache::contains(int64_t layer, int64_t expert) const {
   return it != entries_.end() && it->second.state != State::Failed;
 }
 
+std::vector<uint64_t> ExpertCache::resident_keys() const {
+  std::lock_guard lock(mu_);
+  std::vector<uint64_t> keys;
+  keys.reserve(entries_.size());
+  for (const auto& [k, e] : entries_)
+    if (e.state != State::Failed) keys.push_back(k);
+  return keys;
+}
+
 uint64_t ExpertCache::used_bytes() const {
   std::lock_guard lock(mu_);
   return used_;

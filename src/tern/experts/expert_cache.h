@@ -102,6 +102,8 @@ class ExpertCache {
   void pin_hot(const ExpertLayer& layer, int64_t expert);
 
   bool contains(int64_t layer, int64_t expert) const;
+  // Keys (key()) of every expert resident or loading now.
+  std::vector<uint64_t> resident_keys() const;
   CachePolicy policy() const { return policy_; }
   uint64_t budget() const { return budget_; }
   uint64_t used_bytes() const;

@@ -209,7 +209,8 @@ const std::vector<float>& Session::feed(std::span<const int32_t> tokens, bool al
   return logits_;
 }
 
-void Session::feed_batch(std::span<Session* const> sessions, std::span<const std::span<const int32_t>> tokens) {
+void Session::feed_batch(std::span<Session* const> sessions, std::span<const std::span<const int32_t>> tokens,
+                         const std::function<void(const ForwardTrace&)>& on_step) {
   if (sessions.size() != tokens.size()) fail("feed_batch: {} sessions but {} token lists", sessions.size(), tokens.size());
   if (sessions.empty()) return;
   Engine& engine = sessions[0]->engine_;
@@ -238,7 +239,10 @@ void Session::feed_batch(std::span<Session* const> sessions, std::span<const std
       members.push_back(i);
     }
     if (batch.empty()) break;
-    engine.model().forward_batch(batch);
+    ForwardTrace trace;
+    trace.hidden_states = false;
+    engine.model().forward_batch(batch, on_step ? &trace : nullptr);
+    if (on_step) on_step(trace);
     for (size_t b = 0; b < batch.size(); ++b) {
       const size_t i = members[b];
       Session& s = *sessions[i];

@@ -156,7 +156,10 @@ class Session {
   // requests decode together, so each expert read serves all of them).
   // tokens[i] goes to sessions[i]; long inputs run in prefill-chunk steps.
   // Each session ends with the same logits, bit for bit, as if fed alone.
-  static void feed_batch(std::span<Session* const> sessions, std::span<const std::span<const int32_t>> tokens);
+  // With a trace, each forward step's routing (batch rows in session order)
+  // is reported to on_step after the step (the server's live expert feed).
+  static void feed_batch(std::span<Session* const> sessions, std::span<const std::span<const int32_t>> tokens,
+                         const std::function<void(const ForwardTrace&)>& on_step = {});
 
  private:
   Engine& engine_;
