@@ -1,20 +1,36 @@
 #!/usr/bin/env python3
-"""Engine benchmark: runs `tern generate` on an installed model with an expert
-cache smaller than the model (default: half the experts), inside a cgroup-v1
-memory limit when one can be made (so the page cache cannot hide reads), and
-measures the disk's O_DIRECT read bandwidth in the same run. Prints a
-Markdown table for docs/RESULTS.md. Numbers are measured, never asserted.
+"""Engine benchmark: decode and prefill of an installed model with experts
+streamed from disk, measured as a user would see it, with A/B variants
+interleaved in the same invocation.
 
-  /usr/bin/python3 tools/bench_engine.py MODEL.tern [--ram 1536M] [--tokens 64] [--runs 3]
-      [--paths avx2,avx512]
+Per round, for each variant in turn: the model's files are evicted from the
+page cache, `tern generate` runs (inside a cgroup-v1 memory limit that counts
+page cache too, when --cap is given or can be derived, so the page cache cannot
+hide reads), and its --json statistics are collected. The disk's O_DIRECT read
+bandwidth is measured in the same run (before every round). Prints a Markdown
+table for docs/RESULTS.md with the medians over rounds:
 
---paths A/B-tests kernel paths (TERN_KERNELS) in one run: each round runs every
-path in turn, and the table gets a column per path plus each path's ratio to
-the first.
+  decode / prefill tok/s, time to first token, hit rate, prefetch recall
+  (cache + prefetch hits) and waste, expert MiB read per decode token, I/O
+  stall fraction, overlap efficiency max(I/O busy, compute busy) / decode
+  time, peak RSS against trunk + KV + budget (+5%), and the roofline
+  min(disk bandwidth / missed expert bytes per decode token, in-RAM decode
+  rate) with the variant's ratio to it. The in-RAM rate comes from an
+  all-resident run (--preload with a budget of every expert) in the same
+  invocation unless --no-inram.
+
+  /usr/bin/python3 tools/bench_engine.py MODEL.tern [--ram 1536M] [--cap 3G]
+      [--tokens 64] [--prompt-tokens 64] [--runs 3] [--threads N]
+      [--variant NAME='--flag value ...' ...] [--paths avx2,avx512]
+
+Without --variant the single variant "default" runs the engine's defaults.
+--paths A/B-tests kernel paths (TERN_KERNELS) as variants.
+Numbers are measured, never asserted in tests.
 """
 import argparse
 import json
 import os
+import shlex
 import subprocess
 import sys
 import time
@@ -22,6 +38,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_TERN = os.path.join(HERE, "..", "build", "release", "bin", "tern")
 CGROUP_ROOT = "/sys/fs/cgroup/memory"
+GIB, MIB = 1 << 30, 1 << 20
 
 
 def parse_size(s):
@@ -30,10 +47,19 @@ def parse_size(s):
     return int(float(s[:-1]) * units[s[-1]]) if s[-1] in units else int(s)
 
 
+def evict(path):
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
 def disk_bandwidth(path, nbytes=1 << 30):
     """O_DIRECT sequential read of up to nbytes of `path`, 4 MiB blocks."""
     block = 4 << 20
     count = max(1, min(nbytes, os.path.getsize(path)) // block)
+    evict(path)
     t0 = time.monotonic()
     subprocess.run(["dd", f"if={path}", "of=/dev/null", f"bs={block}", f"count={count}", "iflag=direct"],
                    check=True, capture_output=True)
@@ -54,85 +80,124 @@ def make_cgroup(limit):
         return None
 
 
+def run_variant(cmd, env, cg):
+    if cg:
+        cmd = ["sh", "-c", f'echo $$ > {cg}/cgroup.procs && exec "$@"', "sh", *cmd]
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if p.returncode != 0:
+        sys.exit(f"tern failed ({p.returncode}): {' '.join(cmd)}\n{p.stderr}")
+    return json.loads(p.stdout)["stats"]
+
+
 def main():
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("model")
     ap.add_argument("--ram", help="expert cache budget (default: half of the experts)")
+    ap.add_argument("--cap", help="cgroup memory limit incl. page cache (default: trunk + KV + ram + 256M)")
+    ap.add_argument("--no-cap", action="store_true", help="run without a cgroup limit")
     ap.add_argument("--tokens", type=int, default=64, help="tokens to generate")
     ap.add_argument("--prompt-tokens", type=int, default=64)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--threads", type=int, default=0)
+    ap.add_argument("--ctx", type=int, default=4096)
     ap.add_argument("--tern", default=os.environ.get("TERN_BINARY", DEFAULT_TERN))
-    ap.add_argument("--paths", help="comma-separated kernel paths to A/B, interleaved (e.g. avx2,avx512)")
+    ap.add_argument("--variant", action="append", default=[], help="NAME='flags' (repeatable), interleaved")
+    ap.add_argument("--paths", help="comma-separated kernel paths to A/B (TERN_KERNELS), as variants")
+    ap.add_argument("--no-inram", action="store_true", help="skip the all-resident run (roofline)")
     a = ap.parse_args()
-    paths = a.paths.split(",") if a.paths else [None]
 
     manifest = json.load(open(os.path.join(a.model, "manifest.json")))
     cfg = manifest["config"]
+    experts_file = os.path.join(a.model, manifest["experts"]["file"])
     experts = sum(l["stride"] * l["num_experts"] for l in manifest["experts"]["layers"])
     ram = parse_size(a.ram) if a.ram else experts // 2
     trunk = manifest["trunk"]["size"]
-    ctx = 4096
-    kv = cfg["num_hidden_layers"] * 2 * 4 * ctx * cfg["num_key_value_heads"] * cfg.get(
-        "head_dim", cfg["hidden_size"] // cfg["num_attention_heads"])
-    overhead = 256 << 20
-    limit = trunk + kv + ram + overhead
-    cg = make_cgroup(limit)
+    heads_kv = cfg.get("num_key_value_heads", cfg["num_attention_heads"])
+    head_dim = cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
+    kv = cfg["num_hidden_layers"] * 2 * 4 * a.ctx * heads_kv * head_dim  # upper bound (sliding layers keep less)
+    limit = None if a.no_cap else (parse_size(a.cap) if a.cap else trunk + kv + ram + (256 << 20))
+    cg = make_cgroup(limit) if limit else None
 
-    bw = disk_bandwidth(os.path.join(a.model, manifest["experts"]["file"]))
+    variants = []  # (name, extra flags, env)
+    for v in a.variant:
+        name, _, flags = v.partition("=")
+        variants.append((name, shlex.split(flags), {}))
+    if a.paths:
+        for p in a.paths.split(","):
+            variants.append((p, [], {"TERN_KERNELS": p}))
+    if not variants:
+        variants = [("default", [], {})]
     prompt = ",".join(str((11 + 97 * i) % cfg["vocab_size"]) for i in range(a.prompt_tokens))
-    cmd = [a.tern, "generate", a.model, "--tokens", prompt, "-n", str(a.tokens), "--ignore-eos", "--json",
-           "--ram", str(ram), "--temperature", "0.8", "--seed", "1"]
+    base = [a.tern, "generate", a.model, "--tokens", prompt, "-n", str(a.tokens), "--ignore-eos", "--json",
+            "--temperature", "0.8", "--seed", "1", "--ctx", str(a.ctx), "--no-usage"]
     if a.threads:
-        cmd += ["--threads", str(a.threads)]
-    runs = {path: [] for path in paths}
+        base += ["--threads", str(a.threads)]
+
+    runs = {v[0]: [] for v in variants}
+    inram, bws = [], []
     for _ in range(a.runs):
-        for path in paths:
-            env = dict(os.environ, **({"TERN_KERNELS": path} if path else {}))
-            if cg:
-                p = subprocess.run(["sh", "-c", f'echo $$ > {cg}/cgroup.procs && exec "$@"', "sh", *cmd],
-                                   capture_output=True, text=True, env=env)
-            else:
-                p = subprocess.run(cmd, capture_output=True, text=True, env=env)
-            if p.returncode != 0:
-                sys.exit(f"tern failed: {p.stderr}")
-            runs[path].append(json.loads(p.stdout)["stats"])
+        bws.append(disk_bandwidth(experts_file))
+        for name, flags, env_extra in variants:
+            evict(experts_file)
+            env = dict(os.environ, **env_extra)
+            runs[name].append(run_variant(base + ["--ram", str(ram)] + flags, env, cg))
+        if not a.no_inram:
+            evict(experts_file)
+            inram.append(run_variant(base + ["--ram", str(experts), "--preload"], dict(os.environ), None))
     if cg:
         os.rmdir(cg)
 
-    def med(key, path):
-        v = sorted(r[key] for r in runs[path])
+    def med(values):
+        v = sorted(values)
         return v[len(v) // 2]
 
-    total_tokens = a.prompt_tokens + a.tokens
-    gib = 1 << 30
-    print(f"model: {a.model}: experts {experts / gib:.2f} GiB, trunk {trunk / gib:.3f} GiB; --ram {ram / gib:.2f} GiB "
-          f"({experts / ram:.1f}x smaller than the experts); cgroup limit {limit / gib:.2f} GiB "
-          f"({'on' if cg else 'unavailable'}); median of {a.runs} runs")
-    rows = [
-        (f"prefill ({a.prompt_tokens} tokens)", lambda p: f"{med('prefill_tokens_per_second', p):.1f} tok/s",
-         lambda p: med("prefill_tokens_per_second", p)),
-        (f"decode ({a.tokens} tokens)", lambda p: f"{med('decode_tokens_per_second', p):.2f} tok/s",
-         lambda p: med("decode_tokens_per_second", p)),
-        ("time to first token", lambda p: f"{med('time_to_first_token', p):.2f} s", None),
-        ("expert cache hit rate", lambda p: f"{100 * med('hit_rate', p):.1f}%", None),
-        ("expert MiB read per token (prefill + decode)",
-         lambda p: f"{med('bytes_read', p) / (1 << 20) / total_tokens:.1f}", None),
-        ("expert read time / total time",
-         lambda p: f"{med('read_seconds', p):.2f} s / {med('prefill_seconds', p) + med('decode_seconds', p):.2f} s",
-         None),
-        ("peak RSS", lambda p: f"{med('peak_rss', p) / gib:.2f} GiB (trunk {trunk / gib:.2f} + KV {kv / gib:.2f} + "
-                               f"--ram {ram / gib:.2f} = {(trunk + kv + ram) / gib:.2f} GiB)", None),
-    ]
-    names = [p or "value" for p in paths]
-    ratio_cols = [f"{p} vs {paths[0]}" for p in paths[1:]]
-    print("| metric | " + " | ".join(names + ratio_cols) + " |")
-    print("| --- " * (1 + len(names) + len(ratio_cols)) + "|")
-    print(f"| disk O_DIRECT read bandwidth (dd, 1 GiB, 4 MiB blocks) | {bw / gib:.2f} GiB/s |" + " |" * (
-        len(names) + len(ratio_cols) - 1))
-    for label, fmt, value in rows:
-        ratios = [f"{value(p) / value(paths[0]):.2f}x" if value else "" for p in paths[1:]]
-        print(f"| {label} | " + " | ".join([fmt(p) for p in paths] + ratios) + " |")
+    def decode_bytes_per_token(s):
+        dec = s["steps"][1:]
+        toks = sum(x["tokens"] for x in dec)
+        return sum(x["bytes_read"] for x in dec) / toks if toks else 0.0
+
+    bw = med(bws)
+    inram_rate = med([s["decode_tokens_per_second"] for s in inram]) if inram else None
+    print(f"model {a.model}: experts {experts / GIB:.2f} GiB, trunk {trunk / GIB:.3f} GiB; --ram {ram / GIB:.2f} GiB "
+          f"({experts / ram:.1f}x smaller than the experts); cgroup limit "
+          f"{f'{limit / GIB:.2f} GiB' if cg else 'none'}; prompt {a.prompt_tokens}, decode {a.tokens} tokens; "
+          f"median of {a.runs} interleaved rounds; disk O_DIRECT {bw / MIB:.0f} MiB/s "
+          f"(rounds: {', '.join(f'{b / MIB:.0f}' for b in bws)})"
+          + (f"; in RAM (all experts preloaded) {inram_rate:.2f} tok/s" if inram_rate else ""))
+
+    def row(label, fn):
+        print(f"| {label} | " + " | ".join(fn(runs[n]) for n, _, _ in variants) + " |")
+
+    print("| metric | " + " | ".join(n for n, _, _ in variants) + " |")
+    print("| --- " * (1 + len(variants)) + "|")
+    row("decode tok/s", lambda r: f"{med([s['decode_tokens_per_second'] for s in r]):.2f}")
+    row("prefill tok/s", lambda r: f"{med([s['prefill_tokens_per_second'] for s in r]):.1f}")
+    row("time to first token", lambda r: f"{med([s['time_to_first_token'] for s in r]):.2f} s")
+    row("hit rate (decode recall: cache + prefetch)",
+        lambda r: f"{100 * med([s['hit_rate'] for s in r]):.1f}% ({100 * med([s['recall_cache_hits'] for s in r]):.1f}"
+                  f" + {100 * med([s['recall_prefetch_hits'] for s in r]):.1f}%)")
+    row("prefetch waste (bytes per useful byte)", lambda r: f"{med([s['prefetch_waste'] for s in r]):.2f}")
+    row("expert MiB read per decode token", lambda r: f"{med([decode_bytes_per_token(s) for s in r]) / MIB:.1f}")
+    row("I/O stall fraction of decode", lambda r: f"{100 * med([s['io_stall_fraction'] for s in r]):.0f}%")
+
+    def overlap(s):
+        d = s["decode_seconds"]
+        return max(s["io_busy_seconds"], s["compute_busy_seconds"]) / d if d else 0.0
+
+    row("overlap efficiency max(io, compute) / decode", lambda r: f"{med([overlap(s) for s in r]):.2f}")
+
+    def roofline(s):
+        b = decode_bytes_per_token(s)
+        io_rate = bw / b if b else float("inf")
+        return min(io_rate, inram_rate) if inram_rate else io_rate
+
+    row("roofline min(disk / missed bytes, in-RAM)", lambda r: f"{med([roofline(s) for s in r]):.2f} tok/s")
+    row("decode / roofline",
+        lambda r: f"{med([s['decode_tokens_per_second'] / roofline(s) for s in r]):.2f}")
+    row("peak RSS vs trunk + KV + budget",
+        lambda r: f"{med([s['peak_rss'] for s in r]) / GIB:.2f} / "
+                  f"{med([s['trunk_bytes'] + s['kv_bytes'] + s['cache_budget'] for s in r]) / GIB:.2f} GiB "
+                  f"({100 * (med([s['peak_rss'] / (s['trunk_bytes'] + s['kv_bytes'] + s['cache_budget']) for s in r]) - 1):+.1f}%)")
 
 
 if __name__ == "__main__":

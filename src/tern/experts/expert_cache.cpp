@@ -89,7 +89,10 @@ bool ExpertCache::evictable(const Entry& e, bool spare_protected) const {
 void ExpertCache::erase(std::unordered_map<uint64_t, Entry>::iterator it) {
   Entry& e = it->second;
   used_ -= e.bytes;
-  if (e.prefetched) stats_.prefetch_wasted_bytes += e.bytes;
+  if (e.prefetched) {
+    stats_.prefetch_wasted_bytes += e.bytes;
+    resolve_prefetch(false);
+  }
   lru_.erase(e.lru);
   entries_.erase(it);
 }
@@ -146,9 +149,18 @@ ExpertCache::Entry& ExpertCache::insert(const ExpertLayer& layer, int64_t expert
   return e;
 }
 
-void ExpertCache::start_read(const ExpertLayer& layer, int64_t expert, Entry& e) {
+void ExpertCache::resolve_prefetch(bool used) {
+  accuracy_ = 0.97 * accuracy_ + (used ? 0.03 : 0.0);
+}
+
+double ExpertCache::prefetch_accuracy() const {
+  std::lock_guard lock(mu_);
+  return accuracy_;
+}
+
+void ExpertCache::start_read(const ExpertLayer& layer, int64_t expert, Entry& e, bool urgent) {
   try {
-    store_.read_async(layer, expert, e.buffer.data(), &ExpertCache::on_read, &e);
+    store_.read_async(layer, expert, e.buffer.data(), &ExpertCache::on_read, &e, urgent);
   } catch (const Error& err) {
     const std::string message = err.what();
     on_read(&e, &message);
@@ -190,6 +202,7 @@ ExpertCache::Handle ExpertCache::request(const ExpertLayer& layer, int64_t exper
         e.prefetched = false;
         ++stats_.prefetch_hits;
         stats_.prefetch_useful_bytes += e.bytes;
+        resolve_prefetch(true);
       }
       touch(e);
       ++e.pins;
@@ -203,7 +216,7 @@ ExpertCache::Handle ExpertCache::request(const ExpertLayer& layer, int64_t exper
       Entry& e = insert(layer, expert, std::move(reuse));
       e.pins = 1;
       lock.unlock();
-      start_read(layer, expert, e);
+      start_read(layer, expert, e, true);
       return Handle(this, &e);
     }
     // No room: wait for prefetches in flight to land (they become evictable);
@@ -247,14 +260,28 @@ bool ExpertCache::prefetch(const ExpertLayer& layer, int64_t expert) {
   const uint64_t k = key(layer.layer, expert);
   std::unique_lock lock(mu_);
   if (entries_.count(k)) return false;
+  if (accuracy_ < kMinPrefetchAccuracy && ++prefetch_calls_ % kProbeEvery != 0) {
+    ++stats_.prefetches_skipped;
+    return false;
+  }
   AlignedBuffer reuse;
   if (!make_room(layer.stride, true, reuse)) return false;
   Entry& e = insert(layer, expert, std::move(reuse));
   e.prefetched = true;
   ++stats_.prefetches;
   lock.unlock();
-  start_read(layer, expert, e);
+  start_read(layer, expert, e, false);
   return true;
+}
+
+void ExpertCache::warm(const ExpertLayer& layer, int64_t expert) {
+  const uint64_t k = key(layer.layer, expert);
+  std::unique_lock lock(mu_);
+  AlignedBuffer reuse;
+  if (entries_.count(k) || !make_room(layer.stride, true, reuse)) return;
+  Entry& e = insert(layer, expert, std::move(reuse));
+  lock.unlock();
+  start_read(layer, expert, e, false);
 }
 
 void ExpertCache::set_protected(const std::vector<uint64_t>& keys) {

@@ -45,6 +45,7 @@ struct ExpertCacheStats {
   uint64_t evictions = 0;
   uint64_t bytes_read = 0;      // demand and prefetch reads
   uint64_t prefetches = 0;      // prefetch reads started
+  uint64_t prefetches_skipped = 0;  // predictions not read (recent accuracy too low)
   uint64_t prefetch_useful_bytes = 0;  // prefetched records later demanded
   uint64_t prefetch_wasted_bytes = 0;  // prefetched records evicted without use
   double io_busy_seconds = 0;   // wall time with at least one read in flight
@@ -94,8 +95,17 @@ class ExpertCache {
   Handle acquire(const ExpertLayer& layer, int64_t expert);
 
   // Starts reading a predicted expert if it is absent and fits without
-  // evicting an expert in use, loading or protected. Never blocks.
+  // evicting an expert in use, loading or protected. Never blocks. Its read
+  // queues behind demand reads. While recent prefetches were mostly wasted
+  // (evicted unused: the routing is not predictable, as with random
+  // weights), only one prefetch in kProbeEvery is made, so wrong predictions
+  // cost little and a predictable stretch turns prefetching back on.
   bool prefetch(const ExpertLayer& layer, int64_t expert);
+  // Starts reading an expert to have it resident (--preload); not a prediction.
+  void warm(const ExpertLayer& layer, int64_t expert);
+  static constexpr double kMinPrefetchAccuracy = 0.5;
+  static constexpr int kProbeEvery = 8;
+  double prefetch_accuracy() const;
   // The lookahead policy keeps these (keys of key()) until the next call.
   void set_protected(const std::vector<uint64_t>& keys);
   // Reads the expert now and keeps it for the cache's lifetime (--pin-hot).
@@ -138,7 +148,8 @@ class ExpertCache {
   // A freed buffer of exactly `bytes` is handed back for reuse.
   bool make_room(uint64_t bytes, bool spare_protected, AlignedBuffer& reuse);
   Entry& insert(const ExpertLayer& layer, int64_t expert, AlignedBuffer buffer);  // Loading, under mu_
-  void start_read(const ExpertLayer& layer, int64_t expert, Entry& e);
+  void start_read(const ExpertLayer& layer, int64_t expert, Entry& e, bool urgent);
+  void resolve_prefetch(bool used);
   void erase(std::unordered_map<uint64_t, Entry>::iterator it);
 
   ExpertStore& store_;
@@ -152,6 +163,8 @@ class ExpertCache {
   std::unordered_set<uint64_t> protected_;
   uint64_t used_ = 0, hot_ = 0, tick_ = 0;
   int loading_ = 0;
+  double accuracy_ = 1.0;  // EWMA of resolved prefetches that were used
+  uint64_t prefetch_calls_ = 0;
   double busy_since_ = 0;
   ExpertCacheStats stats_;
 };

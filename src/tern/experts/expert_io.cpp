@@ -33,6 +33,27 @@ IoBackend parse_io_backend(std::string_view name) {
 
 namespace {
 
+// A uring read and the bytes of it already read (short reads continue).
+struct InFlight {
+  IoRequest request;
+  uint64_t done = 0;
+};
+
+const IoRequest& request_of(const IoRequest& r) { return r; }
+const IoRequest& request_of(const InFlight& f) { return f.request; }
+
+// Queues r behind the urgent requests already queued (FIFO among each kind).
+template <typename Queue, typename Item>
+void enqueue(Queue& q, Item item, bool urgent) {
+  if (!urgent) {
+    q.push_back(std::move(item));
+    return;
+  }
+  auto it = q.begin();
+  while (it != q.end() && request_of(*it).urgent) ++it;
+  q.insert(it, std::move(item));
+}
+
 // Reads the whole request with pread, retrying short reads and EINTR.
 int pread_all(const IoRequest& r) {
   uint64_t done = 0;
@@ -63,7 +84,7 @@ class ThreadedIO : public ExpertIO {
   void submit(const IoRequest& r) override {
     {
       std::lock_guard lock(mu_);
-      queue_.push_back(r);
+      enqueue(queue_, r, r.urgent);
     }
     cv_.notify_one();
   }
@@ -127,17 +148,13 @@ class UringIO : public ExpertIO {
   }
   void submit(const IoRequest& r) override {
     std::lock_guard lock(mu_);
-    pending_.push_back({r, 0});
+    enqueue(pending_, InFlight{r, 0}, r.urgent);
     submit_pending();
   }
   IoBackend backend() const override { return IoBackend::Uring; }
 
  private:
   static constexpr uint64_t kStop = ~0ull;
-  struct InFlight {
-    IoRequest request;
-    uint64_t done = 0;  // bytes already read
-  };
 
   // Under mu_: moves queued requests into free slots and submits them.
   void submit_pending() {

@@ -33,6 +33,9 @@ struct IoRequest {
   uint64_t length = 0;
   uint8_t* dst = nullptr;
   uint64_t tag = 0;
+  // Demand reads (a layer waits for them) go ahead of every queued
+  // non-urgent read (prefetches); reads already on the device are not touched.
+  bool urgent = true;
 };
 
 // error: 0 on success, else an errno value (EIO, EINVAL, ...; ENODATA for a

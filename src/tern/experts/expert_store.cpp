@@ -153,7 +153,8 @@ std::vector<ReplicaInfo> ExpertStore::replicas() const {
   return out;
 }
 
-void ExpertStore::read_async(const ExpertLayer& layer, int64_t expert, uint8_t* dst, ReadDone done, void* context) {
+void ExpertStore::read_async(const ExpertLayer& layer, int64_t expert, uint8_t* dst, ReadDone done, void* context,
+                             bool urgent) {
   if (expert < 0 || expert >= layer.num_experts)
     fail("expert {} out of range for layer {} ({} experts)", expert, layer.layer, layer.num_experts);
   uint64_t slot;
@@ -174,6 +175,7 @@ void ExpertStore::read_async(const ExpertLayer& layer, int64_t expert, uint8_t* 
     op.done = done;
     op.context = context;
     op.order = replica_order(layer.layer, expert);
+    op.urgent = urgent;
     ++in_flight_;
   }
   issue(slot);
@@ -197,6 +199,7 @@ void ExpertStore::issue(uint64_t slot) {
   req.tag = slot;
   req.fd = op->direct ? r.direct.fd() : r.buffered.fd();
   req.mapped = r.mapped;
+  req.urgent = op->urgent;
   // An injected EIO still completes on the I/O thread, like a real one: the
   // backend fails to read from no file, and on_complete reports EIO.
   op->inject_eio = fault(kEio, *op, ri);

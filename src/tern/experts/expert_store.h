@@ -66,7 +66,9 @@ class ExpertStore {
 
   // Starts reading expert `expert` of `layer` into dst (4 KiB aligned,
   // layer.stride bytes); `done(context, error)` runs exactly once.
-  void read_async(const ExpertLayer& layer, int64_t expert, uint8_t* dst, ReadDone done, void* context);
+  // Urgent reads (demand) go ahead of queued non-urgent ones (prefetch).
+  void read_async(const ExpertLayer& layer, int64_t expert, uint8_t* dst, ReadDone done, void* context,
+                  bool urgent = true);
   // The blocking form: throws tern::Error on failure.
   void read(const ExpertLayer& layer, int64_t expert, uint8_t* dst);
 
@@ -102,6 +104,7 @@ class ExpertStore {
     size_t attempt = 0;
     bool direct = false;
     bool inject_eio = false;
+    bool urgent = true;
     std::string errors;  // what failed so far
   };
 

@@ -68,9 +68,10 @@ Engine::Engine(const EngineOptions& opt) {
   } else if (opt.ram_bytes) {
     budget = *opt.ram_bytes;
     if (!m.expert_layers.empty() && budget < minimum)
-      fail("--ram {} is below this model's minimum: the top-{} experts of one layer need {} (use --ram {}M or more)",
+      fail("--ram {} is below this model's minimum: the top-{} experts of one layer need {} (use --ram {} or more)",
            format_bytes(budget), cfg.num_experts_per_tok, format_bytes(minimum),
-           (minimum + (1ull << 20) - 1) >> 20);
+           minimum >= (1ull << 20) ? fmt::format("{}M", (minimum + (1ull << 20) - 1) >> 20)
+                                   : fmt::format("{}K", (minimum + 1023) >> 10));
   } else {
     budget = std::max(minimum, std::min(all_experts, physical_memory_bytes() / 2));
   }
@@ -122,7 +123,7 @@ Engine::Engine(const EngineOptions& opt) {
   if (opt.preload) {
     if (budget < all_experts) fail("--preload needs a budget that holds every expert ({})", format_bytes(all_experts));
     for (const auto& l : m.expert_layers)
-      for (int64_t e = 0; e < l.num_experts; ++e) cache_->prefetch(l, e);
+      for (int64_t e = 0; e < l.num_experts; ++e) cache_->warm(l, e);
   }
 
   if (fs::exists(container_->dir() / "tokenizer.json")) {
