@@ -8,6 +8,7 @@
 // disagree (issue 16: `head_dim` deleted from the config -> heap
 // corruption) shows up as a crash. Checksums are off because an attacker can
 // recompute them: memory safety must not rest on them.
+#include <algorithm>
 #include <vector>
 
 #include "fuzz_target.h"
@@ -51,7 +52,7 @@ void run_model(const TernModel& container) {
   opt.threads = 1;
   opt.verify = false;
   opt.direct_io = false;
-  opt.context = 4;
+  opt.context = std::min<int64_t>(4, container.config().max_position_embeddings);
   Engine engine(opt);
   Session session(engine);
   const auto vocab = static_cast<int32_t>(engine.config().vocab_size);
