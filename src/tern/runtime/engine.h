@@ -122,6 +122,9 @@ struct GenerationStats {
   double io_stall_fraction = 0;
   double io_busy_seconds = 0, compute_busy_seconds = 0;
   uint64_t prefetches = 0;
+  // Decode: of the experts layers needed, the share the lookahead had
+  // predicted one layer ahead (whether or not the read was made in time).
+  double prediction_recall = 0;
   uint64_t peak_rss = 0;
   uint64_t trunk_bytes = 0, kv_bytes = 0, cache_budget = 0;
   nlohmann::json to_json() const;
