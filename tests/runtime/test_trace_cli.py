@@ -75,6 +75,33 @@ class TraceCli(TernTestCase):
         for name in ["lru", "lfu", "fifo", "lookahead-oracle", "belady"]:
             self.assertIn(name, text)
 
+    def test_replay_pinning_as_requested_counts_what_the_engines_cache_counts(self):
+        # With prefetch off and one prompt token per step, the engine's cache
+        # sees exactly the replay's demands, pinned as the MoE block requests them.
+        def run_engine(*extra):
+            usage = os.path.join(self.model, "usage.bin")  # would seed lfu's counts
+            if os.path.exists(usage):
+                os.remove(usage)
+            p = run("generate", self.model, "--tokens", self.tokens, "-n", 40, "--ignore-eos", "--json",
+                    "--no-usage", *extra)
+            return json.loads(p.stdout)["stats"]
+
+        trace = self.path("long.jsonl")
+        run_engine("--trace", trace)
+        with open(os.path.join(self.model, "manifest.json")) as f:
+            stride = max(l["stride"] for l in json.load(f)["experts"]["layers"])
+        compared = 0
+        for policy in ["lru", "lfu"]:
+            for capacity in [TOP_K, 3, 5, 8]:
+                stats = run_engine("--prefetch", 0, "--prefill-chunk", 1, "--policy", policy,
+                                   "--ram", capacity * stride)
+                r = self.replay(trace, "--capacity", capacity, "--policy", policy, "--pin-as-requested")
+                r = r["policies"][policy]
+                self.assertEqual((stats["cache_hits"], stats["cache_misses"]), (r["hits"], r["misses"]),
+                                 f"{policy} at {capacity} experts")
+                compared += r["hits"]
+        self.assertGreater(compared, 0)
+
     def test_trace_record_writes_what_generate_trace_writes(self):
         self.generate("--trace", self.path("g.jsonl"))
         p = run("trace", "record", self.model, "--tokens", self.tokens, "-n", NEW, "--ignore-eos",
