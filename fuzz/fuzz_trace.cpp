@@ -27,7 +27,8 @@ void fuzz_trace(std::span<const uint8_t> input) {
     } catch (const Error& e) {
       broken(std::string("the scanner took a line nlohmann rejects: ") + e.what());
     }
-    if (lengths != json_lengths || ids != json_ids) broken("the scanner and nlohmann read a line differently");
+    if (lengths != json_lengths || ids != json_ids)
+      broken("the scanner and nlohmann read a line differently");
   }
   run_expecting_clean_errors([&] {
     const RoutingTrace trace = parse_routing_trace(text, "trace.jsonl");

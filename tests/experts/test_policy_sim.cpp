@@ -58,7 +58,8 @@ TEST(PolicySim, LfuCountsOutliveEvictionAndTiesGoToTheLeastRecent) {
 
 // The same expert id in two layers is two experts.
 TEST(PolicySim, KeysAreLayerAndExpert) {
-  const RoutingTrace t = parse_routing_trace("{\"experts\": [[0], [0]]}\n{\"experts\": [[0], [0]]}\n");
+  const RoutingTrace t =
+      parse_routing_trace("{\"experts\": [[0], [0]]}\n{\"experts\": [[0], [0]]}\n");
   const ReplayAccesses a = prepare_replay(t);
   EXPECT_EQ(a.distinct, 2u);
   EXPECT_EQ(hits(t, ReplayPolicy::Lru, 2), 2u);
@@ -71,17 +72,21 @@ TEST(PolicySim, KeysAreLayerAndExpert) {
 // requests in ascending id and pins as it goes, so it would evict 3 here.)
 TEST(PolicySim, BatchMatesAreNeverEvicted) {
   const RoutingTrace t = parse_routing_trace("{\"experts\": [[3, 4]]}\n{\"experts\": [[1, 3]]}\n");
-  for (ReplayPolicy p : all_replay_policies()) EXPECT_EQ(hits(t, p, 2), 1u) << replay_policy_name(p);
+  for (ReplayPolicy p : all_replay_policies())
+    EXPECT_EQ(hits(t, p, 2), 1u) << replay_policy_name(p);
   const ReplayAccesses a = prepare_replay(t);
   EXPECT_EQ(replay(a, ReplayPolicy::Lru, ReplayOptions{2, /*pin_as_requested=*/true}).hits, 0u);
-  EXPECT_EQ(replay(a, ReplayPolicy::Belady, ReplayOptions{2, true}).hits, 1u);  // 4 is never used again
+  EXPECT_EQ(replay(a, ReplayPolicy::Belady, ReplayOptions{2, true}).hits,
+            1u);  // 4 is never used again
 }
 
 TEST(PolicySim, CapacityBelowOneBatchIsAClearError) {
-  const RoutingTrace t = parse_routing_trace("{\"experts\": [[1], [2]]}\n{\"experts\": [[1], [2, 5, 6]]}\n");
+  const RoutingTrace t =
+      parse_routing_trace("{\"experts\": [[1], [2]]}\n{\"experts\": [[1], [2, 5, 6]]}\n");
   const ReplayAccesses a = prepare_replay(t);
   expect_error([&] { replay(a, ReplayPolicy::Lru, 2); },
-               {"capacity 2 cannot hold the 3 experts token 1 demands in MoE layer 1 (line 2)", "at least 3"});
+               {"capacity 2 cannot hold the 3 experts token 1 demands in MoE layer 1 (line 2)",
+                "at least 3"});
   expect_error([&] { replay(a, ReplayPolicy::Belady, 0); }, {"capacity 0"});
   EXPECT_EQ(replay(a, ReplayPolicy::Belady, 3).misses, 4u);
 }
@@ -98,8 +103,10 @@ TEST(PolicySim, LookaheadOracleKeepsTheNextLayersExperts) {
 }
 
 TEST(PolicySim, PolicyNames) {
-  for (ReplayPolicy p : all_replay_policies()) EXPECT_EQ(parse_replay_policy(replay_policy_name(p)), p);
-  expect_error([] { parse_replay_policy("mru"); }, {"'mru'", "lru, lfu, fifo, lookahead-oracle, belady"});
+  for (ReplayPolicy p : all_replay_policies())
+    EXPECT_EQ(parse_replay_policy(replay_policy_name(p)), p);
+  expect_error([] { parse_replay_policy("mru"); },
+               {"'mru'", "lru, lfu, fifo, lookahead-oracle, belady"});
 }
 
 // --- Against a plain reference: a vector of resident experts, scanned. ---
@@ -115,7 +122,8 @@ std::vector<std::vector<Demand>> batches(const RoutingTrace& t) {
     for (int64_t l = 0; l < t.layers; ++l) {
       std::vector<Demand> b;
       for (int32_t e : t.batch(token, l)) b.push_back({token, l, e});
-      std::sort(b.begin(), b.end(), [](const Demand& x, const Demand& y) { return x.expert < y.expert; });
+      std::sort(b.begin(), b.end(),
+                [](const Demand& x, const Demand& y) { return x.expert < y.expert; });
       out.push_back(b);
     }
   return out;
@@ -137,12 +145,16 @@ uint64_t reference_hits(const RoutingTrace& t, ReplayPolicy policy, size_t capac
   for (size_t bi = 0; bi < all.size(); ++bi) {
     const auto& b = all[bi];
     auto in_batch = [&](const Key& k) {
-      return std::any_of(b.begin(), b.end(), [&](const Demand& d) { return Key{d.layer, d.expert} == k; });
+      return std::any_of(b.begin(), b.end(), [&](const Demand& d) {
+        return Key{d.layer, d.expert} == k;
+      });
     };
     auto in_next_layer = [&](const Key& k) {
       if ((bi + 1) % static_cast<size_t>(t.layers) == 0) return false;
       const auto& n = all[bi + 1];
-      return std::any_of(n.begin(), n.end(), [&](const Demand& d) { return Key{d.layer, d.expert} == k; });
+      return std::any_of(n.begin(), n.end(), [&](const Demand& d) {
+        return Key{d.layer, d.expert} == k;
+      });
     };
     for (const Demand& d : b) {
       const Key k{d.layer, d.expert};
@@ -156,12 +168,15 @@ uint64_t reference_hits(const RoutingTrace& t, ReplayPolicy policy, size_t capac
         if (cache.size() == capacity) {
           auto worse = [&](const Slot& a, const Slot& c) {  // a goes before c
             switch (policy) {
-              case ReplayPolicy::Lru: return a.used < c.used;
-              case ReplayPolicy::Fifo: return a.inserted < c.inserted;
+              case ReplayPolicy::Lru:
+                return a.used < c.used;
+              case ReplayPolicy::Fifo:
+                return a.inserted < c.inserted;
               case ReplayPolicy::Lfu:
                 return count[a.key] != count[c.key] ? count[a.key] < count[c.key] : a.used < c.used;
               case ReplayPolicy::LookaheadOracle:
-                return in_next_layer(a.key) != in_next_layer(c.key) ? !in_next_layer(a.key) : a.used < c.used;
+                return in_next_layer(a.key) != in_next_layer(c.key) ? !in_next_layer(a.key)
+                                                                    : a.used < c.used;
               case ReplayPolicy::Belady: {
                 auto next = [&](const Key& key) {
                   for (size_t j = at + 1; j < flat.size(); ++j)
@@ -187,7 +202,8 @@ uint64_t reference_hits(const RoutingTrace& t, ReplayPolicy policy, size_t capac
 }
 
 // Random traces: a skewed choice of experts, 1-3 layers, top-1 to top-3.
-RoutingTrace random_trace(std::mt19937& rng, int64_t tokens, int64_t layers, int64_t top_k, int32_t experts) {
+RoutingTrace random_trace(std::mt19937& rng, int64_t tokens, int64_t layers, int64_t top_k,
+                          int32_t experts) {
   std::string text;
   for (int64_t t = 0; t < tokens; ++t) {
     text += "{\"experts\": [";
@@ -199,7 +215,8 @@ RoutingTrace random_trace(std::mt19937& rng, int64_t tokens, int64_t layers, int
         if (std::find(chosen.begin(), chosen.end(), e) == chosen.end()) chosen.push_back(e);
       }
       text += l ? ", [" : "[";
-      for (size_t j = 0; j < chosen.size(); ++j) text += fmt::format("{}{}", j ? ", " : "", chosen[j]);
+      for (size_t j = 0; j < chosen.size(); ++j)
+        text += fmt::format("{}{}", j ? ", " : "", chosen[j]);
       text += "]";
     }
     text += "]}\n";
@@ -221,12 +238,13 @@ TEST(PolicySim, MatchesAPlainReferenceOnRandomTraces) {
 }
 
 // The fewest misses any sequence of evictions can reach, by trying them all.
-uint64_t optimal_misses(const std::vector<std::vector<int32_t>>& batches, size_t capacity, size_t b, size_t j,
-                        std::vector<int32_t>& cache) {
+uint64_t optimal_misses(const std::vector<std::vector<int32_t>>& batches, size_t capacity, size_t b,
+                        size_t j, std::vector<int32_t>& cache) {
   if (b == batches.size()) return 0;
   if (j == batches[b].size()) return optimal_misses(batches, capacity, b + 1, 0, cache);
   const int32_t e = batches[b][j];
-  if (std::find(cache.begin(), cache.end(), e) != cache.end()) return optimal_misses(batches, capacity, b, j + 1, cache);
+  if (std::find(cache.begin(), cache.end(), e) != cache.end())
+    return optimal_misses(batches, capacity, b, j + 1, cache);
   uint64_t best = ~0ull;
   if (cache.size() < capacity) {
     cache.push_back(e);
@@ -236,7 +254,8 @@ uint64_t optimal_misses(const std::vector<std::vector<int32_t>>& batches, size_t
   }
   for (size_t v = 0; v < cache.size(); ++v) {
     const int32_t old = cache[v];
-    if (std::find(batches[b].begin(), batches[b].end(), old) != batches[b].end()) continue;  // a batch-mate
+    if (std::find(batches[b].begin(), batches[b].end(), old) != batches[b].end())
+      continue;  // a batch-mate
     cache[v] = e;
     best = std::min(best, 1 + optimal_misses(batches, capacity, b, j + 1, cache));
     cache[v] = old;
@@ -259,7 +278,8 @@ TEST(PolicySim, BeladyIsOptimalWithBatches) {
     for (int64_t capacity : {top_k, top_k + 1, top_k + 2}) {
       std::vector<int32_t> cache;
       const uint64_t best = optimal_misses(b, static_cast<size_t>(capacity), 0, 0, cache);
-      ASSERT_EQ(replay(a, ReplayPolicy::Belady, capacity).misses, best) << "round " << round << " capacity " << capacity;
+      ASSERT_EQ(replay(a, ReplayPolicy::Belady, capacity).misses, best)
+          << "round " << round << " capacity " << capacity;
       for (ReplayPolicy p : all_replay_policies()) ASSERT_GE(replay(a, p, capacity).misses, best);
     }
   }
@@ -287,7 +307,9 @@ TEST(PolicySim, ReplaysFiftyThousandTokensOfFortyEightLayers) {
       while (static_cast<int64_t>(chosen.size()) < top_k) {
         const double u = std::uniform_real_distribution<double>(0, 1)(rng);
         const auto rank = static_cast<int32_t>(std::pow(u, 3.0) * experts);
-        const int32_t e = (rank * 37 + static_cast<int32_t>(l) * 11 + static_cast<int32_t>(token / 1000) * 5) % experts;
+        const int32_t e =
+            (rank * 37 + static_cast<int32_t>(l) * 11 + static_cast<int32_t>(token / 1000) * 5) %
+            experts;
         if (std::find(chosen.begin(), chosen.end(), e) == chosen.end()) chosen.push_back(e);
       }
       t.experts.insert(t.experts.end(), chosen.begin(), chosen.end());
@@ -298,8 +320,10 @@ TEST(PolicySim, ReplaysFiftyThousandTokensOfFortyEightLayers) {
   const auto t0 = std::chrono::steady_clock::now();
   const ReplayAccesses a = prepare_replay(t);
   std::map<std::string, ReplayResult> results;
-  for (ReplayPolicy p : all_replay_policies()) results[std::string(replay_policy_name(p))] = replay(a, p, 1024);
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  for (ReplayPolicy p : all_replay_policies())
+    results[std::string(replay_policy_name(p))] = replay(a, p, 1024);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::string summary = fmt::format("prepare + {} policies: {:.2f}s;", results.size(), seconds);
   for (const auto& [name, r] : results) {
     EXPECT_EQ(r.hits + r.misses, t.accesses()) << name;

@@ -68,11 +68,15 @@ TEST(RoutingTrace, ErrorsNameTheFileLineAndProblem) {
                {"trace:2:", "experts[1] names expert 3 twice"});
   expect_error([&] { parse_routing_trace("{\"experts\": [[1, -2]]}"); },
                {"trace:1:", "experts[0][1] = -2 is not an expert id"});
-  expect_error([&] { parse_routing_trace("{\"experts\": [[1.5]]}"); }, {"experts[0][0] = 1.5 is not an expert id"});
-  expect_error([&] { parse_routing_trace("{\"experts\": [[2147483648]]}"); }, {"is not an expert id"});
-  expect_error([&] { parse_routing_trace("{\"experts\": [1, 2]}"); }, {"experts[0] must be a list of expert ids"});
+  expect_error([&] { parse_routing_trace("{\"experts\": [[1.5]]}"); },
+               {"experts[0][0] = 1.5 is not an expert id"});
+  expect_error([&] { parse_routing_trace("{\"experts\": [[2147483648]]}"); },
+               {"is not an expert id"});
+  expect_error([&] { parse_routing_trace("{\"experts\": [1, 2]}"); },
+               {"experts[0] must be a list of expert ids"});
   expect_error([&] { parse_routing_trace("{\"experts\": 7}"); }, {"\"experts\" must be a list"});
-  expect_error([&] { parse_routing_trace("{\"weights\": [[1]]}"); }, {"trace:1:", "no \"experts\" field"});
+  expect_error([&] { parse_routing_trace("{\"weights\": [[1]]}"); },
+               {"trace:1:", "no \"experts\" field"});
   expect_error([&] { parse_routing_trace("[[1, 2]]"); }, {"expected a JSON object"});
   expect_error([&] { parse_routing_trace("{\"experts\": []}"); }, {"lists no layers"});
   expect_error([&] { parse_routing_trace("{\"experts\": [[1, 2]], \"weights\": [[0.5]]}"); },
@@ -81,14 +85,16 @@ TEST(RoutingTrace, ErrorsNameTheFileLineAndProblem) {
                {"\"weights\" must be 2 lists"});
   expect_error([&] { parse_routing_trace(ok + "\n" + ok); }, {"trace:2:", "empty line"});
   expect_error([&] { parse_routing_trace(""); }, {"no tokens"});
-  expect_error([&] { parse_routing_trace(std::string(200, '[') + std::string(200, ']')); }, {"nested deeper"});
+  expect_error([&] { parse_routing_trace(std::string(200, '[') + std::string(200, ']')); },
+               {"nested deeper"});
 }
 
 // Whatever the scanner takes, nlohmann reads the same way: random edits of
 // good lines, through both.
 TEST(RoutingTrace, ScannerAgreesWithJsonOnEditedLines) {
   const std::vector<std::string> seeds = {
-      "{\"position\":3,\"token\":17,\"experts\":[[5,0,12],[7,1,2]],\"weights\":[[0.5,0.25,0.25],[1e-05,0.5,0.49999]]}",
+      "{\"position\":3,\"token\":17,\"experts\":[[5,0,12],[7,1,2]],\"weights\":[[0.5,0.25,0.25],["
+      "1e-05,0.5,0.49999]]}",
       "{ \"experts\" : [ [ 10 , 20 ] ], \"x\": {\"y\": [null, true, false, \"s\", -1.5e+07]} }",
   };
   const std::string alphabet = "{}[],:\" 0123456789-+.eE\\tfnux";
@@ -100,9 +106,15 @@ TEST(RoutingTrace, ScannerAgreesWithJsonOnEditedLines) {
     for (int e = 0; e < edits; ++e) {
       const size_t at = rng() % (line.size() + 1);
       switch (rng() % 3) {
-        case 0: line.insert(at, 1, alphabet[rng() % alphabet.size()]); break;
-        case 1: if (at < line.size()) line.erase(at, 1); break;
-        default: if (at < line.size()) line[at] = alphabet[rng() % alphabet.size()]; break;
+        case 0:
+          line.insert(at, 1, alphabet[rng() % alphabet.size()]);
+          break;
+        case 1:
+          if (at < line.size()) line.erase(at, 1);
+          break;
+        default:
+          if (at < line.size()) line[at] = alphabet[rng() % alphabet.size()];
+          break;
       }
     }
     std::vector<uint32_t> lengths, json_lengths;
@@ -131,7 +143,8 @@ TEST(RoutingTrace, ReadsAFileInPiecesAsTheText) {
   std::mt19937 rng(7);
   for (int t = 0; t < 30000; ++t) {  // ~6 MB: lines cross the reader's 4 MiB pieces
     text += "{\"experts\":[";
-    for (int l = 0; l < 4; ++l) text += fmt::format("{}[{},{}]", l ? "," : "", rng() % 64, 64 + rng() % 64);
+    for (int l = 0; l < 4; ++l)
+      text += fmt::format("{}[{},{}]", l ? "," : "", rng() % 64, 64 + rng() % 64);
     text += "],\"weights\":[[0.6,0.4],[0.6,0.4],[0.6,0.4],[0.6,0.4]],\"padding\":\"" +
             std::string(rng() % 200, 'x') + "\"}\n";
   }

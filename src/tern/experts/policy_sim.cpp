@@ -54,7 +54,10 @@ struct Cache {
   bool pin_as_requested = false;
 
   Cache(const ReplayAccesses& accesses, bool as_requested)
-      : a(accesses), resident(accesses.distinct, 0), batch_of(accesses.distinct, -1), pin_as_requested(as_requested) {}
+      : a(accesses),
+        resident(accesses.distinct, 0),
+        batch_of(accesses.distinct, -1),
+        pin_as_requested(as_requested) {}
   bool pinned(uint32_t id) const { return batch_of[id] == batch; }
 
   template <typename P>
@@ -62,7 +65,8 @@ struct Cache {
     ReplayResult r;
     uint64_t size = 0;
     for (batch = 0; batch < a.batches(); ++batch) {
-      const uint64_t first = a.starts[static_cast<size_t>(batch)], last = a.starts[static_cast<size_t>(batch) + 1];
+      const uint64_t first = a.starts[static_cast<size_t>(batch)],
+                     last = a.starts[static_cast<size_t>(batch) + 1];
       if (!pin_as_requested)
         for (uint64_t i = first; i < last; ++i) batch_of[a.ids[i]] = batch;
       policy.begin_batch(batch);
@@ -97,7 +101,8 @@ class ListPolicy {
 
   void begin_batch(int64_t b) {
     if (kind_ != ReplayPolicy::LookaheadOracle || (b + 1) % c_.a.layers == 0) return;
-    for (uint64_t i = c_.a.starts[static_cast<size_t>(b) + 1]; i < c_.a.starts[static_cast<size_t>(b) + 2]; ++i)
+    for (uint64_t i = c_.a.starts[static_cast<size_t>(b) + 1];
+         i < c_.a.starts[static_cast<size_t>(b) + 2]; ++i)
       protected_by_[c_.a.ids[i]] = b;
   }
   void end_batch() {}
@@ -108,7 +113,8 @@ class ListPolicy {
   }
   uint32_t victim() {
     if (kind_ == ReplayPolicy::LookaheadOracle) {
-      const uint32_t v = list_.take_oldest([&](uint32_t id) { return c_.pinned(id) || protected_by_[id] == c_.batch; });
+      const uint32_t v = list_.take_oldest(
+          [&](uint32_t id) { return c_.pinned(id) || protected_by_[id] == c_.batch; });
       if (v != list_.end()) return v;
     }
     return list_.take_oldest([&](uint32_t id) { return c_.pinned(id); });
@@ -181,7 +187,8 @@ class LfuPolicy {
   };
 
  public:
-  explicit LfuPolicy(const Cache& cache) : c_(cache), count_(cache.a.distinct, 0), last_(cache.a.distinct, 0) {}
+  explicit LfuPolicy(const Cache& cache)
+      : c_(cache), count_(cache.a.distinct, 0), last_(cache.a.distinct, 0) {}
   void begin_batch(int64_t) {}
   void demand(uint32_t id, uint64_t access, bool hit) {
     ++count_[id];
@@ -222,7 +229,8 @@ class LfuPolicy {
 
   const Cache& c_;
   std::vector<uint64_t> count_, last_;
-  std::vector<Item> heap_, aside_;  // heap_: one entry per resident expert not inserted by this batch
+  std::vector<Item> heap_,
+      aside_;  // heap_: one entry per resident expert not inserted by this batch
   std::vector<uint32_t> inserted_;
 };
 
@@ -233,7 +241,9 @@ class BeladyPolicy {
     uint32_t next, id;
   };
   struct Order {  // the top is the farthest next demand (ties: the higher id)
-    bool operator()(const Item& x, const Item& y) const { return x.next != y.next ? x.next < y.next : x.id < y.id; }
+    bool operator()(const Item& x, const Item& y) const {
+      return x.next != y.next ? x.next < y.next : x.id < y.id;
+    }
   };
   // Each demand's next-demand index is unique (and an expert never demanded
   // again is never reinserted), so an entry is current while it matches.
@@ -242,7 +252,8 @@ class BeladyPolicy {
   }
 
  public:
-  explicit BeladyPolicy(const Cache& cache) : c_(cache), next_use_(cache.a.accesses()), next_(cache.a.distinct, kNever) {
+  explicit BeladyPolicy(const Cache& cache)
+      : c_(cache), next_use_(cache.a.accesses()), next_(cache.a.distinct, kNever) {
     std::vector<uint32_t> seen(cache.a.distinct, kNever);
     for (uint64_t i = cache.a.accesses(); i-- > 0;) {
       const uint32_t id = cache.a.ids[i];
@@ -269,8 +280,9 @@ class BeladyPolicy {
 
  private:
   const Cache& c_;
-  std::vector<uint32_t> next_use_;  // per access: the index of the same expert's next demand, or kNever
-  std::vector<uint32_t> next_;      // per expert: its next demand after the last one served
+  std::vector<uint32_t>
+      next_use_;                // per access: the index of the same expert's next demand, or kNever
+  std::vector<uint32_t> next_;  // per expert: its next demand after the last one served
   LazyHeap<Item, Order> heap_;
   std::vector<uint32_t> demanded_;  // by this batch
   uint64_t live_ = 0;
@@ -280,18 +292,24 @@ class BeladyPolicy {
 
 std::string_view replay_policy_name(ReplayPolicy policy) {
   switch (policy) {
-    case ReplayPolicy::Lru: return "lru";
-    case ReplayPolicy::Lfu: return "lfu";
-    case ReplayPolicy::Fifo: return "fifo";
-    case ReplayPolicy::LookaheadOracle: return "lookahead-oracle";
-    case ReplayPolicy::Belady: return "belady";
+    case ReplayPolicy::Lru:
+      return "lru";
+    case ReplayPolicy::Lfu:
+      return "lfu";
+    case ReplayPolicy::Fifo:
+      return "fifo";
+    case ReplayPolicy::LookaheadOracle:
+      return "lookahead-oracle";
+    case ReplayPolicy::Belady:
+      return "belady";
   }
   return "?";
 }
 
 const std::vector<ReplayPolicy>& all_replay_policies() {
-  static const std::vector<ReplayPolicy> all = {ReplayPolicy::Lru, ReplayPolicy::Lfu, ReplayPolicy::Fifo,
-                                                ReplayPolicy::LookaheadOracle, ReplayPolicy::Belady};
+  static const std::vector<ReplayPolicy> all = {ReplayPolicy::Lru, ReplayPolicy::Lfu,
+                                                ReplayPolicy::Fifo, ReplayPolicy::LookaheadOracle,
+                                                ReplayPolicy::Belady};
   return all;
 }
 
@@ -302,7 +320,8 @@ ReplayPolicy parse_replay_policy(std::string_view name) {
 }
 
 ReplayAccesses prepare_replay(const RoutingTrace& trace) {
-  if (trace.accesses() >= kNever) fail("trace has {} expert demands; replay takes fewer than 2^32", trace.accesses());
+  if (trace.accesses() >= kNever)
+    fail("trace has {} expert demands; replay takes fewer than 2^32", trace.accesses());
   ReplayAccesses a;
   a.layers = trace.layers;
   a.starts = trace.starts;
@@ -311,7 +330,8 @@ ReplayAccesses prepare_replay(const RoutingTrace& trace) {
   for (int32_t e : trace.experts) max_expert = std::max(max_expert, e);
   // Dense numbering in order of first demand: a table when (layer, expert)
   // pairs are few (real models: <= 256 experts x <= 128 layers), else a map.
-  const uint64_t pairs = static_cast<uint64_t>(trace.layers) * (static_cast<uint64_t>(max_expert) + 1);
+  const uint64_t pairs =
+      static_cast<uint64_t>(trace.layers) * (static_cast<uint64_t>(max_expert) + 1);
   std::vector<uint32_t> table(pairs <= (uint64_t{1} << 24) ? pairs : 0, kNever);
   std::unordered_map<uint64_t, uint32_t> map;
   auto dense = [&](int64_t layer, int32_t expert) {
@@ -323,7 +343,8 @@ ReplayAccesses prepare_replay(const RoutingTrace& trace) {
   };
   std::vector<int32_t> batch;
   for (int64_t b = 0; b < a.batches(); ++b) {
-    const uint64_t first = a.starts[static_cast<size_t>(b)], last = a.starts[static_cast<size_t>(b) + 1];
+    const uint64_t first = a.starts[static_cast<size_t>(b)],
+                   last = a.starts[static_cast<size_t>(b) + 1];
     batch.assign(trace.experts.begin() + static_cast<std::ptrdiff_t>(first),
                  trace.experts.begin() + static_cast<std::ptrdiff_t>(last));
     std::sort(batch.begin(), batch.end());  // the order the MoE block requests them
@@ -337,13 +358,16 @@ ReplayAccesses prepare_replay(const RoutingTrace& trace) {
   return a;
 }
 
-ReplayResult replay(const ReplayAccesses& accesses, ReplayPolicy policy, const ReplayOptions& options) {
+ReplayResult replay(const ReplayAccesses& accesses, ReplayPolicy policy,
+                    const ReplayOptions& options) {
   const int64_t capacity = options.capacity;
   if (capacity < 1 || static_cast<uint64_t>(capacity) < accesses.widest)
-    fail("capacity {} cannot hold the {} experts token {} demands in MoE layer {} (line {}): a token's experts of "
-         "a layer are resident together, so the capacity must be at least {}",
-         capacity, accesses.widest, accesses.widest_token, accesses.widest_layer, accesses.widest_token + 1,
-         std::max<uint64_t>(1, accesses.widest));
+    fail(
+        "capacity {} cannot hold the {} experts token {} demands in MoE layer {} (line {}): a "
+        "token's experts of "
+        "a layer are resident together, so the capacity must be at least {}",
+        capacity, accesses.widest, accesses.widest_token, accesses.widest_layer,
+        accesses.widest_token + 1, std::max<uint64_t>(1, accesses.widest));
   Cache cache(accesses, options.pin_as_requested);
   const auto cap = static_cast<uint64_t>(capacity);
   switch (policy) {

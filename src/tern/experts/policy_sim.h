@@ -46,10 +46,10 @@ const std::vector<ReplayPolicy>& all_replay_policies();
 // on arrays.
 struct ReplayAccesses {
   int64_t layers = 0;
-  std::vector<uint64_t> starts;  // [batches + 1], as RoutingTrace::starts
-  std::vector<uint32_t> ids;     // dense (layer, expert) per demand
-  uint32_t distinct = 0;         // distinct (layer, expert) demanded
-  uint64_t widest = 0;           // the most experts in one batch
+  std::vector<uint64_t> starts;                // [batches + 1], as RoutingTrace::starts
+  std::vector<uint32_t> ids;                   // dense (layer, expert) per demand
+  uint32_t distinct = 0;                       // distinct (layer, expert) demanded
+  uint64_t widest = 0;                         // the most experts in one batch
   int64_t widest_token = 0, widest_layer = 0;  // where it is (the first one)
 
   uint64_t accesses() const { return ids.size(); }
@@ -60,7 +60,9 @@ ReplayAccesses prepare_replay(const RoutingTrace& trace);
 
 struct ReplayResult {
   uint64_t hits = 0, misses = 0;
-  double hit_rate() const { return hits + misses ? static_cast<double>(hits) / static_cast<double>(hits + misses) : 0; }
+  double hit_rate() const {
+    return hits + misses ? static_cast<double>(hits) / static_cast<double>(hits + misses) : 0;
+  }
 };
 
 struct ReplayOptions {
@@ -75,7 +77,8 @@ struct ReplayOptions {
 
 // Throws tern::Error if capacity < accesses.widest (names the token and
 // layer that need more).
-ReplayResult replay(const ReplayAccesses& accesses, ReplayPolicy policy, const ReplayOptions& options);
+ReplayResult replay(const ReplayAccesses& accesses, ReplayPolicy policy,
+                    const ReplayOptions& options);
 inline ReplayResult replay(const ReplayAccesses& accesses, ReplayPolicy policy, int64_t capacity) {
   return replay(accesses, policy, ReplayOptions{capacity});
 }

@@ -107,7 +107,8 @@ class Scanner {
   }
 
   bool literal(std::string_view word) {
-    if (static_cast<size_t>(end_ - p_) < word.size() || std::string_view(p_, word.size()) != word) return false;
+    if (static_cast<size_t>(end_ - p_) < word.size() || std::string_view(p_, word.size()) != word)
+      return false;
     p_ += word.size();
     return true;
   }
@@ -117,10 +118,14 @@ class Scanner {
     if (p_ == end_) return false;
     std::string_view unused;
     switch (*p_) {
-      case '"': return plain_string(unused);
-      case 't': return literal("true");
-      case 'f': return literal("false");
-      case 'n': return literal("null");
+      case '"':
+        return plain_string(unused);
+      case 't':
+        return literal("true");
+      case 'f':
+        return literal("false");
+      case 'n':
+        return literal("null");
       case '[':
       case '{': {
         const char close = *p_ == '[' ? ']' : '}';
@@ -134,7 +139,8 @@ class Scanner {
         } while (eat(','));
         return eat(close);
       }
-      default: return number();
+      default:
+        return number();
     }
   }
 
@@ -168,13 +174,16 @@ class Scanner {
   const char* end_;
 };
 
-std::string excerpt(const json& value) { return json_excerpt(value); }
+std::string excerpt(const json& value) {
+  return json_excerpt(value);
+}
 
 }  // namespace
 
 namespace detail {
 
-bool scan_trace_line(std::string_view line, std::vector<uint32_t>& lengths, std::vector<int32_t>& ids) {
+bool scan_trace_line(std::string_view line, std::vector<uint32_t>& lengths,
+                     std::vector<int32_t>& ids) {
   thread_local std::vector<uint32_t> weight_lengths;
   lengths.clear();
   ids.clear();
@@ -186,7 +195,8 @@ bool scan_trace_line(std::string_view line, std::vector<uint32_t>& lengths, std:
     std::string_view key;
     if (!s.plain_string(key) || !s.eat(':')) return false;
     if (key == "experts") {
-      if (experts || !s.lists(lengths, &ids)) return false;  // a repeated key: nlohmann keeps the last
+      if (experts || !s.lists(lengths, &ids))
+        return false;  // a repeated key: nlohmann keeps the last
       experts = true;
     } else if (key == "weights") {
       if (weights || !s.lists(weight_lengths, nullptr)) return false;
@@ -199,28 +209,33 @@ bool scan_trace_line(std::string_view line, std::vector<uint32_t>& lengths, std:
   return !weights || weight_lengths == lengths;
 }
 
-void parse_trace_line_json(std::string_view line, std::string_view where, std::vector<uint32_t>& lengths,
-                           std::vector<int32_t>& ids) {
+void parse_trace_line_json(std::string_view line, std::string_view where,
+                           std::vector<uint32_t>& lengths, std::vector<int32_t>& ids) {
   lengths.clear();
   ids.clear();
   const json j = parse_json(line, where);
   if (!j.is_object())
-    fail("{}: expected a JSON object {{\"experts\": [[...], ...]}} (one token), got {}", where, excerpt(j));
+    fail("{}: expected a JSON object {{\"experts\": [[...], ...]}} (one token), got {}", where,
+         excerpt(j));
   const auto experts = j.find("experts");
-  if (experts == j.end()) fail("{}: no \"experts\" field (one list of expert ids per MoE layer)", where);
+  if (experts == j.end())
+    fail("{}: no \"experts\" field (one list of expert ids per MoE layer)", where);
   if (!experts->is_array())
-    fail("{}: \"experts\" must be a list with one list of expert ids per MoE layer, got {}", where, excerpt(*experts));
+    fail("{}: \"experts\" must be a list with one list of expert ids per MoE layer, got {}", where,
+         excerpt(*experts));
   for (size_t l = 0; l < experts->size(); ++l) {
     const json& list = (*experts)[l];
-    if (!list.is_array()) fail("{}: experts[{}] must be a list of expert ids, got {}", where, l, excerpt(list));
+    if (!list.is_array())
+      fail("{}: experts[{}] must be a list of expert ids, got {}", where, l, excerpt(list));
     for (size_t i = 0; i < list.size(); ++i) {
       const json& v = list[i];
-      const bool ok = v.is_number_unsigned() ? v.get<uint64_t>() <= static_cast<uint64_t>(kMaxExpertId)
-                      : v.is_number_integer() ? v.get<int64_t>() >= 0 && v.get<int64_t>() <= kMaxExpertId
-                                              : false;
+      const bool ok =
+          v.is_number_unsigned()  ? v.get<uint64_t>() <= static_cast<uint64_t>(kMaxExpertId)
+          : v.is_number_integer() ? v.get<int64_t>() >= 0 && v.get<int64_t>() <= kMaxExpertId
+                                  : false;
       if (!ok)
-        fail("{}: experts[{}][{}] = {} is not an expert id (an integer from 0 to {})", where, l, i, excerpt(v),
-             kMaxExpertId);
+        fail("{}: experts[{}][{}] = {} is not an expert id (an integer from 0 to {})", where, l, i,
+             excerpt(v), kMaxExpertId);
       ids.push_back(static_cast<int32_t>(v.get<int64_t>()));
     }
     lengths.push_back(static_cast<uint32_t>(list.size()));
@@ -228,15 +243,16 @@ void parse_trace_line_json(std::string_view line, std::string_view where, std::v
   const auto weights = j.find("weights");
   if (weights == j.end()) return;
   if (!weights->is_array() || weights->size() != experts->size())
-    fail("{}: \"weights\" must be {} lists, the shape of \"experts\", got {}", where, experts->size(),
-         excerpt(*weights));
+    fail("{}: \"weights\" must be {} lists, the shape of \"experts\", got {}", where,
+         experts->size(), excerpt(*weights));
   for (size_t l = 0; l < weights->size(); ++l) {
     const json& list = (*weights)[l];
     const bool ok = list.is_array() && list.size() == lengths[l] &&
-                    std::all_of(list.begin(), list.end(), [](const json& v) { return v.is_number() || v.is_null(); });
+                    std::all_of(list.begin(), list.end(),
+                                [](const json& v) { return v.is_number() || v.is_null(); });
     if (!ok)
-      fail("{}: weights[{}] must be {} numbers (or null), as experts[{}] has {} ids, got {}", where, l, lengths[l], l,
-           lengths[l], excerpt(list));
+      fail("{}: weights[{}] must be {} numbers (or null), as experts[{}] has {} ids, got {}", where,
+           l, lengths[l], l, lengths[l], excerpt(list));
   }
 }
 
@@ -244,7 +260,8 @@ void parse_trace_line_json(std::string_view line, std::string_view where, std::v
 
 void RoutingTraceParser::add_line(std::string_view line) {
   const int64_t number = ++line_number_;
-  if (line.empty() || line == "\r") fail("{}:{}: empty line (each line is one token's JSON object)", source_, number);
+  if (line.empty() || line == "\r")
+    fail("{}:{}: empty line (each line is one token's JSON object)", source_, number);
   if (!detail::scan_trace_line(line, lengths_, ids_))
     detail::parse_trace_line_json(line, fmt::format("{}:{}", source_, number), lengths_, ids_);
   add_token(number);
@@ -256,8 +273,8 @@ void RoutingTraceParser::add_token(int64_t number) {
     if (layers == 0) fail("{}:{}: \"experts\" lists no layers", source_, number);
     trace_.layers = layers;
   } else if (layers != trace_.layers) {
-    fail("{}:{}: {} layer lists, but line 1 has {} (every token lists every MoE layer, in order)", source_, number,
-         layers, trace_.layers);
+    fail("{}:{}: {} layer lists, but line 1 has {} (every token lists every MoE layer, in order)",
+         source_, number, layers, trace_.layers);
   }
   size_t at = 0;
   for (int64_t l = 0; l < layers; ++l) {
@@ -311,7 +328,8 @@ RoutingTrace read_routing_trace(const std::filesystem::path& path) {
       }
     }
     pending.append(rest);
-    if (pending.size() > kMaxLineBytes) fail("{}: a line longer than {} MiB", path.string(), kMaxLineBytes >> 20);
+    if (pending.size() > kMaxLineBytes)
+      fail("{}: a line longer than {} MiB", path.string(), kMaxLineBytes >> 20);
   }
   if (!pending.empty()) parser.add_line(pending);
   return parser.finish();

@@ -63,10 +63,11 @@ RoutingTrace read_routing_trace(const std::filesystem::path& path);
 namespace detail {
 // The scanner alone: true and lengths/ids filled if it takes the line (then
 // the JSON parser would read the same), false otherwise. For tests.
-bool scan_trace_line(std::string_view line, std::vector<uint32_t>& lengths, std::vector<int32_t>& ids);
+bool scan_trace_line(std::string_view line, std::vector<uint32_t>& lengths,
+                     std::vector<int32_t>& ids);
 // The JSON parser alone; throws tern::Error for a line that is not a token line.
-void parse_trace_line_json(std::string_view line, std::string_view where, std::vector<uint32_t>& lengths,
-                           std::vector<int32_t>& ids);
+void parse_trace_line_json(std::string_view line, std::string_view where,
+                           std::vector<uint32_t>& lengths, std::vector<int32_t>& ids);
 }  // namespace detail
 
 }  // namespace tern

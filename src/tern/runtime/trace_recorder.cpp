@@ -13,7 +13,8 @@ namespace tern {
 std::string format_trace_line(int32_t token, int64_t position, const ForwardTrace& trace, int64_t t,
                               int64_t step_tokens) {
   fmt::memory_buffer out;
-  fmt::format_to(std::back_inserter(out), "{{\"position\":{},\"token\":{},\"experts\":[", position, token);
+  fmt::format_to(std::back_inserter(out), "{{\"position\":{},\"token\":{},\"experts\":[", position,
+                 token);
   // Each MoE layer's routing holds step_tokens * top_k entries; dense layers none.
   auto lists = [&](auto&& value_of) {
     bool first_layer = true;
@@ -29,11 +30,15 @@ std::string format_trace_line(int32_t token, int64_t position, const ForwardTrac
       out.push_back(']');
     }
   };
-  lists([&](const Routing& r, size_t i) { fmt::format_to(std::back_inserter(out), "{}", r.experts[i]); });
+  lists([&](const Routing& r, size_t i) {
+    fmt::format_to(std::back_inserter(out), "{}", r.experts[i]);
+  });
   out.append(std::string_view("],\"weights\":["));
   lists([&](const Routing& r, size_t i) {  // JSON has no NaN or infinity
-    if (std::isfinite(r.weights[i])) fmt::format_to(std::back_inserter(out), "{}", r.weights[i]);
-    else out.append(std::string_view("null"));
+    if (std::isfinite(r.weights[i]))
+      fmt::format_to(std::back_inserter(out), "{}", r.weights[i]);
+    else
+      out.append(std::string_view("null"));
   });
   out.append(std::string_view("]}\n"));
   return fmt::to_string(out);
@@ -48,7 +53,8 @@ TraceRecorder::~TraceRecorder() {
   if (file_) std::fclose(file_);
 }
 
-void TraceRecorder::record(std::span<const int32_t> tokens, int64_t first_position, const ForwardTrace& trace) {
+void TraceRecorder::record(std::span<const int32_t> tokens, int64_t first_position,
+                           const ForwardTrace& trace) {
   if (!file_) fail("trace file {} is closed", path_.string());
   const auto n = static_cast<int64_t>(tokens.size());
   for (int64_t t = 0; t < n; ++t) {
@@ -60,9 +66,8 @@ void TraceRecorder::record(std::span<const int32_t> tokens, int64_t first_positi
 }
 
 void TraceRecorder::attach(Session& session) {
-  session.set_routing_sink([this](std::span<const int32_t> tokens, int64_t first, const ForwardTrace& trace) {
-    record(tokens, first, trace);
-  });
+  session.set_routing_sink([this](std::span<const int32_t> tokens, int64_t first,
+                                  const ForwardTrace& trace) { record(tokens, first, trace); });
 }
 
 void TraceRecorder::close() {
@@ -71,7 +76,8 @@ void TraceRecorder::close() {
   const int err = errno;
   const bool closed = std::fclose(file_) == 0;
   file_ = nullptr;
-  if (!ok || !closed) fail("writing trace file {}: {}", path_.string(), std::strerror(ok ? errno : err));
+  if (!ok || !closed)
+    fail("writing trace file {}: {}", path_.string(), std::strerror(ok ? errno : err));
 }
 
 }  // namespace tern
