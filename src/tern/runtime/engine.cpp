@@ -196,6 +196,10 @@ const std::vector<float>& Session::feed(std::span<const int32_t> tokens, bool al
          position(), engine_.context(), engine_.config().max_position_embeddings);
   const int64_t vocab = engine_.config().vocab_size;
   logits_.resize(static_cast<size_t>((all_positions ? n : 1) * vocab));
+  ForwardTrace routing_only;
+  routing_only.hidden_states = false;
+  if (routing_sink_ && !trace) trace = &routing_only;
+  const int64_t start = position();
   // The prompt runs in chunks: each chunk reads each of its experts once and
   // applies it to all its tokens. Chunking changes no result (every token's
   // arithmetic is the same in any batch).
@@ -207,6 +211,7 @@ const std::vector<float>& Session::feed(std::span<const int32_t> tokens, bool al
                             all_positions, trace);
     tokens_.insert(tokens_.end(), tokens.begin() + first, tokens.begin() + first + count);
   }
+  if (routing_sink_) routing_sink_(tokens, start, *trace);
   return logits_;
 }
 

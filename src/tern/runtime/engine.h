@@ -164,11 +164,19 @@ class Session {
   static void feed_batch(std::span<Session* const> sessions, std::span<const std::span<const int32_t>> tokens,
                          const std::function<void(const ForwardTrace&)>& on_step = {});
 
+  // Called after every feed with the tokens it ran, the position of the
+  // first and their routing (no hidden states), e.g. to record a routing
+  // trace (runtime/trace_recorder.h). Traced feeds run as one batch.
+  using RoutingSink =
+      std::function<void(std::span<const int32_t> tokens, int64_t first_position, const ForwardTrace& trace)>;
+  void set_routing_sink(RoutingSink sink) { routing_sink_ = std::move(sink); }
+
  private:
   Engine& engine_;
   KVCache kv_;
   std::vector<int32_t> tokens_;
   std::vector<float> logits_;
+  RoutingSink routing_sink_;
 };
 
 struct GenerateOptions {
