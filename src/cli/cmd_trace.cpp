@@ -70,7 +70,6 @@ struct ReplayFlags {
   std::string model;
   std::optional<uint64_t> record_bytes;
   std::vector<std::string> policies;
-  bool pin_as_requested = false;
   bool json = false;
 };
 
@@ -113,10 +112,6 @@ void add_replay(CLI::App& trace) {
                   "Policies to run, comma-separated (default: all): "
                   "lru, lfu, fifo, lookahead-oracle, belady")
       ->delimiter(',');
-  cmd->add_flag(
-      "--pin-as-requested", f->pin_as_requested,
-      "Pin a token's experts one by one as the engine requests them (a miss may evict a batch-mate "
-      "not yet requested), instead of all together");
   cmd->add_flag("--json", f->json,
                 "Print {\"policies\": {name: {\"hit_rate\", \"hits\", \"misses\"}}, \"accesses\", "
                 "\"capacity\"}");
@@ -158,7 +153,7 @@ void add_replay(CLI::App& trace) {
     std::string table;
     for (ReplayPolicy p : policies) {
       const auto s0 = std::chrono::steady_clock::now();
-      const ReplayResult r = replay(accesses, p, ReplayOptions{capacity, f->pin_as_requested});
+      const ReplayResult r = replay(accesses, p, ReplayOptions{capacity});
       const double seconds =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - s0).count();
       results[std::string(replay_policy_name(p))] = {

@@ -75,9 +75,9 @@ class TraceCli(TernTestCase):
         for name in ["lru", "lfu", "fifo", "lookahead-oracle", "belady"]:
             self.assertIn(name, text)
 
-    def test_replay_pinning_as_requested_counts_what_the_engines_cache_counts(self):
+    def test_replay_counts_what_the_engines_cache_counts(self):
         # With prefetch off and one prompt token per step, the engine's cache
-        # sees exactly the replay's demands, pinned as the MoE block requests them.
+        # sees exactly the replay's demands, served in the MoE block's order.
         def run_engine(*extra):
             usage = os.path.join(self.model, "usage.bin")  # would seed lfu's counts
             if os.path.exists(usage):
@@ -95,7 +95,7 @@ class TraceCli(TernTestCase):
             for capacity in [TOP_K, 3, 5, 8]:
                 stats = run_engine("--prefetch", 0, "--prefill-chunk", 1, "--policy", policy,
                                    "--ram", capacity * stride)
-                r = self.replay(trace, "--capacity", capacity, "--policy", policy, "--pin-as-requested")
+                r = self.replay(trace, "--capacity", capacity, "--policy", policy)
                 r = r["policies"][policy]
                 self.assertEqual((stats["cache_hits"], stats["cache_misses"]), (r["hits"], r["misses"]),
                                  f"{policy} at {capacity} experts")

@@ -51,13 +51,10 @@ struct Cache {
   std::vector<uint8_t> resident;
   std::vector<int64_t> batch_of;  // the batch that last demanded each id: its experts are pinned
   int64_t batch = -1;
-  bool pin_as_requested = false;
+  std::vector<std::pair<uint32_t, uint64_t>> order;  // (id, access) of a batch, in serving order
 
-  Cache(const ReplayAccesses& accesses, bool as_requested)
-      : a(accesses),
-        resident(accesses.distinct, 0),
-        batch_of(accesses.distinct, -1),
-        pin_as_requested(as_requested) {}
+  explicit Cache(const ReplayAccesses& accesses)
+      : a(accesses), resident(accesses.distinct, 0), batch_of(accesses.distinct, -1) {}
   bool pinned(uint32_t id) const { return batch_of[id] == batch; }
 
   template <typename P>
@@ -67,12 +64,16 @@ struct Cache {
     for (batch = 0; batch < a.batches(); ++batch) {
       const uint64_t first = a.starts[static_cast<size_t>(batch)],
                      last = a.starts[static_cast<size_t>(batch) + 1];
-      if (!pin_as_requested)
-        for (uint64_t i = first; i < last; ++i) batch_of[a.ids[i]] = batch;
-      policy.begin_batch(batch);
+      // The engine's order: resident experts first, then missing ones, each by id.
+      order.clear();
       for (uint64_t i = first; i < last; ++i) {
-        const uint32_t id = a.ids[i];
-        batch_of[id] = batch;
+        batch_of[a.ids[i]] = batch;
+        order.push_back({a.ids[i], i});
+      }
+      // (prepare_replay sorted each batch by expert id)
+      std::stable_partition(order.begin(), order.end(), [&](const auto& x) { return resident[x.first] != 0; });
+      policy.begin_batch(batch);
+      for (const auto& [id, i] : order) {
         const bool hit = resident[id] != 0;
         if (hit) {
           ++r.hits;
@@ -189,10 +190,11 @@ class LfuPolicy {
  public:
   explicit LfuPolicy(const Cache& cache)
       : c_(cache), count_(cache.a.distinct, 0), last_(cache.a.distinct, 0) {}
+  uint64_t tick_ = 0;
   void begin_batch(int64_t) {}
-  void demand(uint32_t id, uint64_t access, bool hit) {
+  void demand(uint32_t id, uint64_t, bool hit) {
     ++count_[id];
-    last_[id] = access;
+    last_[id] = ++tick_;  // recency in serving order, as the engine's cache ticks
     if (!hit) inserted_.push_back(id);
   }
   // A batch's new experts join the heap once the batch is served: pinned
@@ -368,7 +370,7 @@ ReplayResult replay(const ReplayAccesses& accesses, ReplayPolicy policy,
         "a layer are resident together, so the capacity must be at least {}",
         capacity, accesses.widest, accesses.widest_token, accesses.widest_layer,
         accesses.widest_token + 1, std::max<uint64_t>(1, accesses.widest));
-  Cache cache(accesses, options.pin_as_requested);
+  Cache cache(accesses);
   const auto cap = static_cast<uint64_t>(capacity);
   switch (policy) {
     case ReplayPolicy::Lfu: {

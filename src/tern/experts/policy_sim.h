@@ -67,13 +67,11 @@ struct ReplayResult {
 
 struct ReplayOptions {
   int64_t capacity = 0;  // experts, across all layers
-  // false: a batch's experts are pinned together before any is served (the
-  // rule above). true: each is pinned only when demanded, in ascending id,
-  // as the engine's MoE block requests them today, so a miss may evict a
-  // batch-mate not yet demanded (which then misses too). With --prefetch 0
-  // and --prefill-chunk 1 the engine's hits and misses equal this replay's.
-  bool pin_as_requested = false;
 };
+// A batch is served as the engine's MoE block serves it: its experts are
+// pinned together, the resident ones are demanded first, then the missing
+// ones, each group in ascending id. So with --prefetch 0 and
+// --prefill-chunk 1 the engine's cache hits and misses equal this replay's.
 
 // Throws tern::Error if capacity < accesses.widest (names the token and
 // layer that need more).
