@@ -37,6 +37,7 @@ void fuzz_safetensors(std::span<const uint8_t> input);
 void fuzz_config(std::span<const uint8_t> input);
 void fuzz_container(std::span<const uint8_t> input);
 void fuzz_tokenizer(std::span<const uint8_t> input);
+void fuzz_trace(std::span<const uint8_t> input);
 
 // Helpers for the entry functions.
 // A scratch directory of this process (tmpfs when there is one), removed at exit.

@@ -10,6 +10,7 @@ const std::vector<FuzzTarget>& fuzz_targets() {
       {"config", fuzz_config},
       {"container", fuzz_container},
       {"tokenizer", fuzz_tokenizer},
+      {"trace", fuzz_trace},
   };
   return targets;
 }

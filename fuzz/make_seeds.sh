@@ -12,7 +12,7 @@ trap 'rm -rf "$tmp"' EXIT
 py=/usr/bin/python3
 
 rm -rf fuzz/corpus fuzz/data
-mkdir -p fuzz/corpus/{safetensors,config,container,tokenizer} fuzz/data/container/{qwen3_moe,gpt_oss} \
+mkdir -p fuzz/corpus/{safetensors,config,container,tokenizer,trace} fuzz/data/container/{qwen3_moe,gpt_oss} \
   fuzz/data/safetensors
 
 # The built-in tokenizer cut to the 256 byte tokens + 24 merges + the added
@@ -129,5 +129,16 @@ t["added_tokens"][1].update({"lstrip": True, "rstrip": True, "single_word": True
 t["model"]["ignore_merges"] = True
 json.dump(t, open(sys.argv[2], "w"), ensure_ascii=False, separators=(",", ":"))
 PY
+
+# trace seeds: a recorded routing trace (3 layers, layer 1 dense: 2 lists per
+# token), hand-made lines, and lines only nlohmann reads (escapes, -0).
+"$tern" synth --preset tiny --layers 3 --mlp-only-layers 1 -o "$tmp/trace-hf" -q >/dev/null
+"$tern" install "$tmp/trace-hf" -o "$tmp/trace.tern" -q >/dev/null 2>&1
+"$tern" trace record "$tmp/trace.tern" --tokens 5,9,2,33 -n 4 --ignore-eos --no-usage \
+  -o fuzz/corpus/trace/tiny.jsonl 2>/dev/null
+printf '%s\n' '{"experts": [[3, 1], [0, 7]]}' \
+  '{ "experts" : [ [ 2 ] , [ ] ], "weights": [[1e-05], []], "note": {"a": [true, null, "x"]} }' \
+  > fuzz/corpus/trace/hand.jsonl
+printf '%s\n' '{"exp\u0065rts": [[4]]}' '{"experts": [[-0]], "weights": [[null]]}' > fuzz/corpus/trace/json-only.jsonl
 
 du -sh fuzz/corpus/* fuzz/data/container

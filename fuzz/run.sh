@@ -7,7 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-60}
-read -r -a targets <<< "${FUZZ_TARGETS:-safetensors config container tokenizer}"
+read -r -a targets <<< "${FUZZ_TARGETS:-safetensors config container tokenizer trace}"
 
 cmake --preset fuzz >/dev/null
 cmake --build --preset fuzz --target "${targets[@]/#/fuzz_}"

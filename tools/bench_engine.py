@@ -206,6 +206,7 @@ def main():
     row("hit rate (decode recall: cache + prefetch)",
         lambda r: f"{100 * med([s['hit_rate'] for s in r]):.1f}% ({100 * med([s['recall_cache_hits'] for s in r]):.1f}"
                   f" + {100 * med([s['recall_prefetch_hits'] for s in r]):.1f}%)")
+    row("lookahead predicted one layer ahead", lambda r: f"{100 * med([s['prediction_recall'] for s in r]):.1f}%")
     row("prefetch waste (bytes per useful byte)", lambda r: f"{med([s['prefetch_waste'] for s in r]):.2f}")
     row("expert MiB read per decode token", lambda r: f"{med([decode_bytes_per_token(s) for s in r]) / MIB:.1f}")
     row("I/O stall fraction of decode", lambda r: f"{100 * med([s['io_stall_fraction'] for s in r]):.0f}%")

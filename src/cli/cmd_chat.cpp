@@ -16,6 +16,7 @@
 #include "cli/engine_flags.h"
 #include "tern/core/error.h"
 #include "tern/runtime/chat_format.h"
+#include "tern/runtime/trace_recorder.h"
 #include "tern/tokenizer/stream_decoder.h"
 
 namespace tern::cli {
@@ -40,6 +41,7 @@ struct ChatFlags {
   std::string date;
   bool show_reasoning = false;
   bool hide_reasoning = false;
+  std::string trace;  // routing trace file (docs/TRACES.md)
   // Developer flags (hidden from --help), for tests with random weights:
   std::string force_reply;  // use these tokens as the model's reply instead of sampling
   bool print_prompt = false;
@@ -114,7 +116,16 @@ class Chat {
                : harmony          ? ReasoningDisplay::Hidden
                                   : ReasoningDisplay::Raw;
     if (!f.force_reply.empty()) forced_ = engine.tokenizer().encode(f.force_reply);
+    if (!f.trace.empty()) {
+      recorder_ = std::make_unique<TraceRecorder>(f.trace);
+      recorder_->attach(session_);
+    }
     reset();
+  }
+
+  // Flushes the routing trace, if one is recorded.
+  void finish() {
+    if (recorder_) recorder_->close();
   }
 
   bool harmony() const { return format_->name() == "harmony"; }
@@ -198,6 +209,7 @@ class Chat {
   ReasoningDisplay display_ = ReasoningDisplay::Raw;
   std::vector<int32_t> forced_;
   std::vector<ChatMessage> history_;
+  std::unique_ptr<TraceRecorder> recorder_;
 };
 
 }  // namespace
@@ -222,6 +234,7 @@ void add_chat_command(CLI::App& app) {
   hide->excludes(show);
   cmd->add_option("--force-reply", f->force_reply, "Tests: use this text's tokens as every reply")->group("");
   cmd->add_flag("--print-prompt", f->print_prompt, "Tests: print each rendered prompt to stderr")->group("");
+  cmd->add_option("--trace", f->trace, "Write the routing of every token run to FILE (JSON Lines, docs/TRACES.md)");
   cmd->callback([f, cmd] {
     Engine engine(f->engine.options());
     engine.tokenizer();  // a clear error now if the model has none
@@ -230,6 +243,7 @@ void add_chat_command(CLI::App& app) {
       fail("--reasoning-effort is for gpt-oss (harmony); for Qwen3 use --no-think");
     if (!f->prompt.empty()) {
       chat.turn(f->prompt);
+      chat.finish();
       return;
     }
     const bool tty = ::isatty(STDIN_FILENO) != 0;
@@ -252,6 +266,7 @@ void add_chat_command(CLI::App& app) {
         fmt::print(stderr, "[use /reset to start over]\n");
       }
     }
+    chat.finish();
   });
 }
 

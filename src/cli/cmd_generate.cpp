@@ -1,10 +1,11 @@
-// tern generate <model> (--prompt TEXT | --tokens 1,2,3) [-n N] [--json]: raw completion.
+// tern generate <model> (--prompt TEXT | --tokens 1,2,3) [-n N] [--json] [--trace FILE]: raw completion.
 #include <fmt/format.h>
 
 #include <cstdio>
 
 #include "cli/commands.h"
 #include "cli/engine_flags.h"
+#include "tern/runtime/trace_recorder.h"
 #include "tern/tokenizer/stream_decoder.h"
 
 namespace tern::cli {
@@ -18,6 +19,7 @@ void add_generate_command(CLI::App& app) {
     int64_t n = 128;
     bool json = false;
     bool ignore_eos = false;
+    std::string trace;
   };
   auto f = std::make_shared<Flags>();
   f->engine.add(cmd);
@@ -26,9 +28,15 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("-n,--max-tokens", f->n, "Maximum new tokens")->default_val(128)->check(CLI::PositiveNumber);
   cmd->add_flag("--json", f->json, "Print {\"tokens\", \"text\", \"stats\"} as JSON");
   cmd->add_flag("--ignore-eos", f->ignore_eos, "Do not stop at end-of-sequence tokens");
+  cmd->add_option("--trace", f->trace, "Write the routing of every token run to FILE (JSON Lines, docs/TRACES.md)");
   cmd->callback([f] {
     Engine engine(f->engine.options());
     Session session(engine);
+    std::unique_ptr<TraceRecorder> recorder;
+    if (!f->trace.empty()) {
+      recorder = std::make_unique<TraceRecorder>(f->trace);
+      recorder->attach(session);
+    }
     std::vector<int32_t> prompt = f->prompt.ids(engine);
     GenerateOptions g;
     g.max_new_tokens = f->n;
@@ -48,6 +56,7 @@ void add_generate_command(CLI::App& app) {
       }
       return true;
     }, &stats);
+    if (recorder) recorder->close();
     if (f->json) {
       nlohmann::json j = {{"prompt_tokens", prompt}, {"tokens", out}, {"stats", stats.to_json()}};
       j["text"] = engine.has_tokenizer() ? engine.tokenizer().decode(out) : "";

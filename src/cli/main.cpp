@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
   tern::cli::add_quantize_command(app);
   tern::cli::add_compare_command(app);
   tern::cli::add_bench_command(app);
+  tern::cli::add_trace_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

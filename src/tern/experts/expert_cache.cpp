@@ -290,6 +290,11 @@ void ExpertCache::set_protected(const std::vector<uint64_t>& keys) {
   protected_.insert(keys.begin(), keys.end());
 }
 
+void ExpertCache::add_protected(const std::vector<uint64_t>& keys) {
+  std::lock_guard lock(mu_);
+  protected_.insert(keys.begin(), keys.end());
+}
+
 void ExpertCache::pin_hot(const ExpertLayer& layer, int64_t expert) {
   Handle h = acquire(layer, expert);
   std::lock_guard lock(mu_);

@@ -108,6 +108,7 @@ class ExpertCache {
   double prefetch_accuracy() const;
   // The lookahead policy keeps these (keys of key()) until the next call.
   void set_protected(const std::vector<uint64_t>& keys);
+  void add_protected(const std::vector<uint64_t>& keys);
   // Reads the expert now and keeps it for the cache's lifetime (--pin-hot).
   void pin_hot(const ExpertLayer& layer, int64_t expert);
 

@@ -76,10 +76,14 @@ class GptOss final : public Model {
       attention_forward(L.attn, shape, xn, rows_.slots, l, y, attn_scratch_, pool_);
       add(x, y, x, n * H);
       for (int64_t t = 0; t < n; ++t) rmsnorm(x + t * H, L.post_norm, H, shape_.norm_eps, xn + t * H);
-      const Lookahead ahead = lookahead_after(moe_, l, opt_.prefetch_depth, x, shape_.norm_eps, opt_.prefetch_margin);
+      const Lookahead ahead = lookahead_after(moe_, l, opt_.prefetch_depth, x, shape_.norm_eps, opt_.prefetch_margin,
+                                                &predictions_);
       moe_forward(L.moe, cache_, xn, n, H, y, mlp_scratch_, pool_, &counters_,
                   trace ? &trace->routing[static_cast<size_t>(l)] : nullptr, ffn_, &ahead);
       add(x, y, x, n * H);
+      if (opt_.prefetch_depth > 0)
+        lookahead_refresh(lookahead_after(moe_, l, 1, x, shape_.norm_eps, opt_.prefetch_margin, &predictions_),
+                          cache_, n, H, mlp_scratch_, pool_);
       trace_hidden(trace, l, x, n * H);
     }
     const auto m = static_cast<int64_t>(rows_.logit_rows.size());
@@ -129,7 +133,8 @@ class GptOss final : public Model {
   WeightView embed_, lm_head_;
   const float* final_norm_ = nullptr;
   std::vector<Layer> layers_;
-  std::vector<MoeLayerRef> moe_;  // per layer (experts null for dense layers)
+  std::vector<MoeLayerRef> moe_;
+  Predictions predictions_;  // per layer (experts null for dense layers)
   Scratch scratch_, attn_scratch_, mlp_scratch_;
   BatchRows rows_;
 };

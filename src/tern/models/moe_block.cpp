@@ -81,8 +81,9 @@ void expert_ffn(const WeightView& gate, const WeightView& up, const WeightView& 
 }  // namespace
 
 Lookahead lookahead_after(const std::vector<MoeLayerRef>& layers, int64_t l, int depth, const float* residual,
-                          float norm_eps, int64_t margin) {
+                          float norm_eps, int64_t margin, Predictions* predictions) {
   Lookahead la;
+  la.predictions = predictions;
   la.residual = residual;
   la.norm_eps = norm_eps;
   la.margin = margin;
@@ -96,11 +97,11 @@ namespace {
 // Prefetches each next layer's predicted experts for every token, nearest
 // layer first, and tells the cache which experts are predicted (the
 // lookahead policy keeps them, with the current layer's).
-void prefetch_ahead(const Lookahead& la, const MoeLayerRef& current, const std::vector<int32_t>& needed, int64_t n,
+void prefetch_ahead(const Lookahead& la, const MoeLayerRef* current, const std::vector<int32_t>& needed, int64_t n,
                     int64_t hidden, ExpertCache& cache, Scratch& scratch, ThreadPool* pool) {
   std::vector<uint64_t> keep;
   std::vector<std::pair<const ExpertLayer*, int32_t>> wanted;
-  for (int32_t e : needed) keep.push_back(ExpertCache::key(current.experts->layer, e));
+  for (int32_t e : needed) keep.push_back(ExpertCache::key(current->experts->layer, e));
   float* xn = scratch.get(kNormed, n * hidden);
   for (const MoeLayerRef* next : la.next) {
     const RouterConfig& rc = next->routing;
@@ -111,16 +112,34 @@ void prefetch_ahead(const Lookahead& la, const MoeLayerRef& current, const std::
     RouterConfig wide = rc;
     wide.top_k = std::min(rc.num_experts, rc.top_k + la.margin);
     const Routing predicted = route_tokens(logits, n, wide, scratch.get(kProbs, rc.num_experts));
+    if (la.predictions) {
+      const auto layer = static_cast<size_t>(next->experts->layer);
+      if (la.predictions->experts.size() <= layer) {
+        la.predictions->experts.resize(layer + 1);
+        la.predictions->width.resize(layer + 1);
+      }
+      la.predictions->experts[layer] = predicted.experts;  // the latest prediction is scored
+      la.predictions->width[layer] = wide.top_k;
+    }
     for (int32_t e : predicted.experts) {
       keep.push_back(ExpertCache::key(next->experts->layer, e));
       wanted.push_back({next->experts, e});
     }
   }
-  cache.set_protected(keep);
+  if (current) cache.set_protected(keep);
+  else cache.add_protected(keep);
   for (const auto& [layer, e] : wanted) cache.prefetch(*layer, e);
 }
 
 }  // namespace
+
+void lookahead_refresh(const Lookahead& la, ExpertCache& cache, int64_t n, int64_t hidden, Scratch& scratch,
+                       ThreadPool* pool) {
+  if (la.next.empty()) return;
+  Lookahead nearest = la;
+  nearest.next.resize(1);
+  prefetch_ahead(nearest, nullptr, {}, n, hidden, cache, scratch, pool);
+}
 
 void moe_forward(const MoeLayerRef& ref, ExpertCache& cache, const float* x, int64_t n, int64_t hidden, float* out,
                  Scratch& scratch, ThreadPool* pool, MoeCounters* counters, Routing* routing_out,
@@ -132,6 +151,23 @@ void moe_forward(const MoeLayerRef& ref, ExpertCache& cache, const float* x, int
   matmul(ref.router, x, n, logits, pool);
   add_rows(logits, cfg.bias, n, E);
   Routing routing = route_tokens(logits, n, cfg, scratch.get(kProbs, E));
+  if (lookahead && lookahead->predictions && counters) {
+    // Score what an earlier layer predicted for this one, then forget it.
+    auto& pred = lookahead->predictions->experts;
+    const auto l = static_cast<size_t>(layer.layer);
+    if (l < pred.size() && !pred[l].empty()) {
+      const int64_t w = lookahead->predictions->width[l];
+      if (static_cast<int64_t>(pred[l].size()) == n * w)
+        for (int64_t t = 0; t < n; ++t)
+          for (int64_t j = 0; j < K; ++j) {
+            const int32_t e = routing.experts[static_cast<size_t>(t * K + j)];
+            const auto* first = &pred[l][static_cast<size_t>(t * w)];
+            counters->predicted_hits += std::find(first, first + w, e) != first + w ? 1 : 0;
+            ++counters->predicted_needed;
+          }
+      pred[l].clear();
+    }
+  }
 
   // Tokens per expert, experts ascending; each expert's outputs get rows
   // [first_row, first_row + tokens) of one buffer.
@@ -170,7 +206,9 @@ void moe_forward(const MoeLayerRef& ref, ExpertCache& cache, const float* x, int
     return s ? reinterpret_cast<const float*>(rec + s->offset) : nullptr;
   };
 
-  // Request every expert (reads start now), as many as the budget holds.
+  // Request every expert (reads start now), as many as the budget holds; the
+  // resident ones first, so a miss never evicts an expert this batch needs.
+  std::stable_partition(jobs.begin(), jobs.end(), [&](const Job& j) { return cache.contains(layer.layer, j.expert); });
   size_t requested = 0;
   auto request_more = [&] {
     while (requested < jobs.size()) {
@@ -181,7 +219,7 @@ void moe_forward(const MoeLayerRef& ref, ExpertCache& cache, const float* x, int
   };
   request_more();
   if (requested == 0) cache.acquire(layer, jobs[0].expert);  // fails clearly: the budget cannot hold one expert
-  if (lookahead && !lookahead->next.empty()) prefetch_ahead(*lookahead, ref, needed, n, hidden, cache, scratch, pool);
+  if (lookahead && !lookahead->next.empty()) prefetch_ahead(*lookahead, &ref, needed, n, hidden, cache, scratch, pool);
 
   float* y_all = scratch.get(kOut, rows * hidden);
   size_t remaining = jobs.size();
@@ -209,7 +247,8 @@ void moe_forward(const MoeLayerRef& ref, ExpertCache& cache, const float* x, int
     --remaining;
     request_more();
   }
-  // Combine in ascending expert id, whatever order the experts were computed in.
+  // Combine in ascending expert id, whatever order the experts were requested and computed in.
+  std::sort(jobs.begin(), jobs.end(), [](const Job& a, const Job& b) { return a.expert < b.expert; });
   std::fill(out, out + n * hidden, 0.0f);
   for (const Job& job : jobs)
     for (size_t r = 0; r < job.tokens->size(); ++r) {

@@ -56,6 +56,16 @@ Routing route_tokens(const float* router_logits, int64_t n, const RouterConfig& 
 struct MoeCounters {
   uint64_t experts_needed = 0;  // token-expert pairs
   uint64_t experts_loaded = 0;  // distinct experts acquired
+  // The lookahead's accuracy: token-expert pairs of layers an earlier layer
+  // predicted, and how many of them were among the predicted experts.
+  uint64_t predicted_needed = 0, predicted_hits = 0;
+};
+
+// What the lookahead predicted per layer (index: layer): each token's
+// predicted experts, `width` per token. Owned by the model.
+struct Predictions {
+  std::vector<std::vector<int32_t>> experts;
+  std::vector<int64_t> width;
 };
 
 // One MoE layer as the block runs it: its router and routing rule, its
@@ -79,12 +89,19 @@ struct Lookahead {
   const float* residual = nullptr;       // [n, hidden], before this layer's MoE norm
   float norm_eps = 1e-6f;
   int64_t margin = 0;
+  Predictions* predictions = nullptr;  // records predictions, scores them when the layer runs
 };
 
 // The `depth` MoE layers after layer `l` of `layers` (one entry per layer,
 // experts == null for dense layers), as a Lookahead over `residual`.
 Lookahead lookahead_after(const std::vector<MoeLayerRef>& layers, int64_t l, int depth, const float* residual,
-                          float norm_eps, int64_t margin);
+                          float norm_eps, int64_t margin, Predictions* predictions = nullptr);
+
+// After a layer's MoE: predicts the next MoE layer again from the residual
+// that now includes this layer's output (only that layer's attention is left
+// to differ), prefetches what the earlier prediction missed and protects it.
+void lookahead_refresh(const Lookahead& la, ExpertCache& cache, int64_t n, int64_t hidden, Scratch& scratch,
+                       ThreadPool* pool);
 
 // x: [n, hidden] normalised inputs; out: [n, hidden].
 // Streams: every expert the batch needs is requested at once (reads start for

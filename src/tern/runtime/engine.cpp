@@ -196,6 +196,10 @@ const std::vector<float>& Session::feed(std::span<const int32_t> tokens, bool al
          position(), engine_.context(), engine_.config().max_position_embeddings);
   const int64_t vocab = engine_.config().vocab_size;
   logits_.resize(static_cast<size_t>((all_positions ? n : 1) * vocab));
+  ForwardTrace routing_only;
+  routing_only.hidden_states = false;
+  if (routing_sink_ && !trace) trace = &routing_only;
+  const int64_t start = position();
   // The prompt runs in chunks: each chunk reads each of its experts once and
   // applies it to all its tokens. Chunking changes no result (every token's
   // arithmetic is the same in any batch).
@@ -207,6 +211,7 @@ const std::vector<float>& Session::feed(std::span<const int32_t> tokens, bool al
                             all_positions, trace);
     tokens_.insert(tokens_.end(), tokens.begin() + first, tokens.begin() + first + count);
   }
+  if (routing_sink_) routing_sink_(tokens, start, *trace);
   return logits_;
 }
 
@@ -279,6 +284,7 @@ nlohmann::json GenerationStats::to_json() const {
           {"recall_cache_hits", recall_cache_hits},
           {"recall_prefetch_hits", recall_prefetch_hits},
           {"prefetch_waste", prefetch_waste},
+          {"prediction_recall", prediction_recall},
           {"io_stall_fraction", io_stall_fraction},
           {"io_busy_seconds", io_busy_seconds},
           {"compute_busy_seconds", compute_busy_seconds},
@@ -298,14 +304,15 @@ std::string GenerationStats::summary() const {
   return fmt::format(
       "prefill: {} tokens, {:.2f} tok/s | decode: {} tokens, {:.2f} tok/s | time to first token {:.3f}s\n"
       "experts: {} needed, hit rate {:.1f}% ({} hits, {} misses), read {} ({:.2f} MiB/token); reads in flight {:.2f}s\n"
-      "decode: waiting for reads {:.0f}% of the time, prefetch recall {:.1f}% ({:.1f}% cache + {:.1f}% prefetch), "
-      "prefetch waste {:.2f} bytes per useful byte\n"
+      "decode: waiting for reads {:.0f}% of the time, recall {:.1f}% ({:.1f}% cache + {:.1f}% prefetch), "
+      "lookahead predicted {:.1f}% of the experts one layer ahead, prefetch waste {:.2f} bytes per useful byte\n"
       "memory: peak RSS {} (trunk {}, KV {}, expert cache budget {})",
       prompt_tokens, prefill_seconds > 0 ? prompt_tokens / prefill_seconds : 0, generated_tokens, decode_tps,
       time_to_first_token, experts_needed,
       cache_lookups ? 100.0 * static_cast<double>(cache_hits) / static_cast<double>(cache_lookups) : 0.0,
       cache_hits, cache_misses, format_bytes(bytes_read), mib_per_token, read_seconds, 100 * io_stall_fraction,
-      100 * prefetch_recall, 100 * recall_cache_hits, 100 * recall_prefetch_hits, prefetch_waste, format_bytes(peak_rss),
+      100 * prefetch_recall, 100 * recall_cache_hits, 100 * recall_prefetch_hits, 100 * prediction_recall,
+      prefetch_waste, format_bytes(peak_rss),
       format_bytes(trunk_bytes), format_bytes(kv_bytes), format_bytes(cache_budget));
 }
 
@@ -333,6 +340,7 @@ std::vector<int32_t> generate(Session& session, std::span<const int32_t> prompt,
   std::vector<float> logits = step(prompt);
   const double prefill = seconds_since(t0);
   const ExpertCacheStats decode0 = engine.cache().stats();
+  const MoeCounters counters0 = engine.model().counters();
   double decode = 0;
   double ttft = 0;
   auto t1 = std::chrono::steady_clock::now();
@@ -378,6 +386,9 @@ std::vector<int32_t> generate(Session& session, std::span<const int32_t> prompt,
                                   static_cast<double>(c.prefetch_useful_bytes - cache0.prefetch_useful_bytes));
     const double stall = c.stall_seconds - decode0.stall_seconds;
     stats->io_stall_fraction = share(stall, decode);
+    const MoeCounters& mc = engine.model().counters();
+    stats->prediction_recall = share(static_cast<double>(mc.predicted_hits - counters0.predicted_hits),
+                                     static_cast<double>(mc.predicted_needed - counters0.predicted_needed));
     stats->io_busy_seconds = std::min(decode, c.io_busy_seconds - decode0.io_busy_seconds);
     stats->compute_busy_seconds = std::max(0.0, decode - stall);
     stats->peak_rss = peak_rss_bytes();

@@ -122,6 +122,9 @@ struct GenerationStats {
   double io_stall_fraction = 0;
   double io_busy_seconds = 0, compute_busy_seconds = 0;
   uint64_t prefetches = 0;
+  // Decode: of the experts layers needed, the share the lookahead had
+  // predicted one layer ahead (whether or not the read was made in time).
+  double prediction_recall = 0;
   uint64_t peak_rss = 0;
   uint64_t trunk_bytes = 0, kv_bytes = 0, cache_budget = 0;
   nlohmann::json to_json() const;
@@ -161,11 +164,19 @@ class Session {
   static void feed_batch(std::span<Session* const> sessions, std::span<const std::span<const int32_t>> tokens,
                          const std::function<void(const ForwardTrace&)>& on_step = {});
 
+  // Called after every feed with the tokens it ran, the position of the
+  // first and their routing (no hidden states), e.g. to record a routing
+  // trace (runtime/trace_recorder.h). Traced feeds run as one batch.
+  using RoutingSink =
+      std::function<void(std::span<const int32_t> tokens, int64_t first_position, const ForwardTrace& trace)>;
+  void set_routing_sink(RoutingSink sink) { routing_sink_ = std::move(sink); }
+
  private:
   Engine& engine_;
   KVCache kv_;
   std::vector<int32_t> tokens_;
   std::vector<float> logits_;
+  RoutingSink routing_sink_;
 };
 
 struct GenerateOptions {
