@@ -27,10 +27,11 @@ demo: build
 asan:
 	@$(MAKE) --no-print-directory test PRESET=asan-ubsan
 
-# libFuzzer targets (clang, ASan + UBSan), each for FUZZ_SECONDS (fuzz/README.md).
+# libFuzzer targets (clang, ASan + UBSan), each for FUZZ_SECONDS, or for FUZZ_RUNS
+# inputs from a fixed seed (CI) (fuzz/README.md).
 FUZZ_SECONDS ?= 60
 fuzz: deps
-	@bash fuzz/run.sh $(FUZZ_SECONDS)
+	@FUZZ_RUNS=$(FUZZ_RUNS) bash fuzz/run.sh $(FUZZ_SECONDS)
 
 format:
 	@clang-format -i $$(git ls-files '*.cpp' '*.h')

@@ -189,6 +189,19 @@ TEST_F(ShardedCheckpoint, MissingShardIsNamed) {
   expect_error([&] { SafetensorsCheckpoint::open(dir.path()); }, {"missing shard", "model-00003-of-00003"});
 }
 
+// Found by the fuzzer (issue 16): a shard name the file system refuses
+// (ENAMETOOLONG) made std::filesystem throw past tern::Error.
+TEST_F(ShardedCheckpoint, ShardNamesTheFileSystemRefusesAreCleanErrors) {
+  index["weight_map"]["t2"] = std::string(300, 'x') + ".safetensors";
+  write_index();
+  expect_error([&] { SafetensorsCheckpoint::open(dir.path()); }, {"missing shard", "File name too long"});
+  for (const std::string bad : {".", "a\nb", "../model.safetensors"}) {
+    index["weight_map"]["t2"] = bad;
+    write_index();
+    expect_error([&] { SafetensorsCheckpoint::open(dir.path()); }, {"invalid shard"});
+  }
+}
+
 TEST_F(ShardedCheckpoint, TensorNamedInIndexButAbsent) {
   index["weight_map"]["ghost"] = "model-00001-of-00002.safetensors";
   write_index();

@@ -173,14 +173,16 @@ SafetensorsCheckpoint SafetensorsCheckpoint::open(const std::filesystem::path& i
       if (!it.value().is_string())
         fail("{}: weight_map entry '{}' is not a file name", index_path.string(), printable(it.key()));
       auto f = it.value().get<std::string>();
-      if (f.find('/') != std::string::npos || f == ".." || f.empty())
+      const bool control = std::any_of(f.begin(), f.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20; });
+      if (f.empty() || f == "." || f == ".." || f.find('/') != std::string::npos || control)
         fail("{}: weight_map entry '{}' names an invalid shard '{}'", index_path.string(), printable(it.key()), printable(f));
       files.insert(f);
     }
     for (const auto& f : files) {
       fs::path sp = index_path.parent_path() / f;
-      if (!fs::exists(sp))
-        fail("missing shard {}: named in {} but not found", sp.string(), index_path.string());
+      std::error_code ec;  // a name the file system refuses (too long) is an error code, not an exception
+      if (!fs::is_regular_file(sp, ec))
+        fail("missing shard {}: named in {} but {}", printable(f), index_path.string(), ec ? ec.message() : "not found");
       shard_paths.push_back(sp);
     }
   }
