@@ -7,6 +7,7 @@
 //                                        16-row zmm one (Q6_K: AVX2's)
 //   QuantizeActivation/<act>/<path>     one 2048-element activation row
 //   QuantMatvec/<format>/<path>          matvec 768 x 2048, one thread
+//   QuantizeWeights/<format>/<path>      quantize_row (what install runs), 64 Ki floats
 // Counters: weight bytes/s, and MAC/s (rows x cols x tokens per second).
 #include <benchmark/benchmark.h>
 
@@ -115,7 +116,31 @@ void quant_matvec(benchmark::State& state, TensorFormat f, KernelPath path) {
       static_cast<double>(state.iterations()) * static_cast<double>(w.size()), benchmark::Counter::kIsRate);
 }
 
+// quantize_row on 64 Ki Gaussian floats (in L2): the install's quantizer.
+void quantize_weights_bench(benchmark::State& state, TensorFormat f, KernelPath path) {
+  if (!kernel_path_supported(path)) {
+    state.SkipWithError("kernel path not supported on this CPU");
+    return;
+  }
+  const ScopedKernelPath scoped(path);
+  const int64_t n = 1 << 16;
+  std::vector<float> x = random_floats(n, 5);
+  AlignedBuffer out(static_cast<size_t>(row_bytes(f, n)), 64);
+  for (auto _ : state) {
+    quantize_row(f, x.data(), out.data(), n);
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  state.counters["ns/element"] = benchmark::Counter(static_cast<double>(state.iterations() * n),
+                                                    benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+
 void register_all() {
+  for (TensorFormat f : {TensorFormat::Q4_K, TensorFormat::Q8_0})
+    for (KernelPath path : {KernelPath::Avx512, KernelPath::Avx2, KernelPath::Portable})
+      benchmark::RegisterBenchmark(("QuantizeWeights/" + std::string(format_name(f)) + "/" +
+                                    std::string(kernel_path_name(path))).c_str(),
+                                   quantize_weights_bench, f, path);
   for (TensorFormat f : kFormats) {
     for (KernelPath path : {KernelPath::Avx512, KernelPath::Avx2, KernelPath::Portable}) {
       std::string name = "QuantDot/" + std::string(format_name(f)) + "/" + std::string(kernel_path_name(path));

@@ -38,6 +38,7 @@ void fuzz_config(std::span<const uint8_t> input);
 void fuzz_container(std::span<const uint8_t> input);
 void fuzz_tokenizer(std::span<const uint8_t> input);
 void fuzz_trace(std::span<const uint8_t> input);
+void fuzz_usage(std::span<const uint8_t> input);
 
 // Helpers for the entry functions.
 // A scratch directory of this process (tmpfs when there is one), removed at exit.

@@ -11,6 +11,7 @@ const std::vector<FuzzTarget>& fuzz_targets() {
       {"container", fuzz_container},
       {"tokenizer", fuzz_tokenizer},
       {"trace", fuzz_trace},
+      {"usage", fuzz_usage},
   };
   return targets;
 }

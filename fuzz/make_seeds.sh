@@ -12,7 +12,7 @@ trap 'rm -rf "$tmp"' EXIT
 py=/usr/bin/python3
 
 rm -rf fuzz/corpus fuzz/data
-mkdir -p fuzz/corpus/{safetensors,config,container,tokenizer,trace} fuzz/data/container/{qwen3_moe,gpt_oss} \
+mkdir -p fuzz/corpus/{safetensors,config,container,tokenizer,trace,usage} fuzz/data/container/{qwen3_moe,gpt_oss} \
   fuzz/data/safetensors
 
 # The built-in tokenizer cut to the 256 byte tokens + 24 merges + the added
@@ -62,6 +62,7 @@ install_fixture() {  # architecture, synth args...
   "$tern" synth --arch "$arch" "${micro[@]}" --layers 2 "$@" -o "$tmp/hf-$arch" -q >/dev/null
   "$tern" install "$tmp/hf-$arch" -o "$tmp/$arch.tern" -q >/dev/null 2>&1
   cp "$tmp/$arch.tern/trunk.bin" "$tmp/$arch.tern/experts.bin" "fuzz/data/container/$arch/"
+  [ "$arch" = qwen3_moe ] && cp "$tmp/$arch.tern/manifest.json" "fuzz/data/container/$arch/"  # the usage target's model
   "$py" - "$tmp/$arch.tern/manifest.json" "fuzz/corpus/container/$arch.json" <<'PY'
 import json, sys
 m = json.load(open(sys.argv[1]))
@@ -140,5 +141,18 @@ printf '%s\n' '{"experts": [[3, 1], [0, 7]]}' \
   '{ "experts" : [ [ 2 ] , [ ] ], "weights": [[1e-05], []], "note": {"a": [true, null, "x"]} }' \
   > fuzz/corpus/trace/hand.jsonl
 printf '%s\n' '{"exp\u0065rts": [[4]]}' '{"experts": [[-0]], "weights": [[null]]}' > fuzz/corpus/trace/json-only.jsonl
+
+# usage seeds (fuzz/fuzz_usage.cpp): a flag byte (1: fix the model id, 2:
+# append the checksum), then the file: counts for the 2 x 4 experts of the
+# qwen3_moe fixture, a file of the wrong shape, and one with no repairs.
+"$py" - fuzz/corpus/usage <<'PY'
+import struct, sys
+def body(layers, experts, counts):
+    return (b"TERNUSE1" + struct.pack("<IQII", 1, 0, layers, experts) +
+            b"".join(struct.pack("<Q", c) for c in counts))
+open(sys.argv[1] + "/counts.bin", "wb").write(b"\x03" + body(2, 4, [5, 0, 9, 1, 0, 3, 3, 7]))
+open(sys.argv[1] + "/wrong-shape.bin", "wb").write(b"\x03" + body(3, 4, range(12)))
+open(sys.argv[1] + "/unrepaired.bin", "wb").write(b"\x00" + body(2, 4, [1] * 8) + b"\0" * 8)
+PY
 
 du -sh fuzz/corpus/* fuzz/data/container

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `make fuzz FUZZ_SECONDS=N [FUZZ_TARGETS="config tokenizer"]`: builds the
-# libFuzzer targets (preset `fuzz`: clang, ASan + UBSan) and runs each for N
+# libFuzzer targets (in the asan-ubsan preset's tree: clang, ASan + UBSan,
+# coverage instrumentation; `make asan` builds them too) and runs each for N
 # seconds from its committed seeds and regression inputs. `FUZZ_RUNS=N` (CI)
 # instead runs N inputs per target from a fixed seed: the same inputs on every
 # machine, so CI's verdict does not depend on how fast or how lucky it was;
@@ -16,10 +17,10 @@ if [ -n "$runs" ]; then
 else
   budget=(-max_total_time="$seconds") how="in $seconds s"
 fi
-read -r -a targets <<< "${FUZZ_TARGETS:-safetensors config container tokenizer trace}"
+read -r -a targets <<< "${FUZZ_TARGETS:-safetensors config container tokenizer trace usage}"
 
-cmake --preset fuzz >/dev/null
-cmake --build --preset fuzz --target "${targets[@]/#/fuzz_}"
+cmake --preset asan-ubsan >/dev/null
+cmake --build --preset asan-ubsan --target "${targets[@]/#/fuzz_}"
 
 status=0
 for t in "${targets[@]}"; do
@@ -32,7 +33,7 @@ for t in "${targets[@]}"; do
   inputs=("$work" "fuzz/corpus/$t")
   [ -d "fuzz/regressions/$t" ] && inputs+=("fuzz/regressions/$t")
   rc=0
-  build/fuzz/bin/fuzz_"$t" "${budget[@]}" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+  build/asan-ubsan/bin/fuzz_"$t" "${budget[@]}" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
     "${dict[@]}" -artifact_prefix="$artifacts/" "${inputs[@]}" >"$log" 2>&1 || rc=$?
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
   if [ "$rc" -ne 0 ]; then

@@ -15,7 +15,9 @@ table for docs/RESULTS.md with the medians over rounds:
   stall fraction, overlap efficiency max(I/O busy, compute busy) / decode
   time, peak RSS against trunk + KV + budget (+5%), and the roofline
   min(disk bandwidth / missed expert bytes per decode token, in-RAM decode
-  rate) with the variant's ratio to it; the disk bandwidth is the faster of
+  rate) with the variant's ratio to it, and the hit rates of LRU, LFU and
+  Belady's optimum replayed on each run's own routing trace at its budget
+  (`tern trace replay`); the disk bandwidth is the faster of
   the probe (O_DIRECT, 8 MiB blocks at random places, 8 in flight) and the
   engine's own read rate while its reads were in flight. The in-RAM rate comes from an
   all-resident run (--preload with a budget of every expert) in the same
@@ -119,6 +121,16 @@ def run_variant(cmd, env, cg):
     return json.loads(p.stdout)["stats"]
 
 
+def replay(tern, model, trace, ram):
+    """Hit rates of every policy and Belady's optimum on a run's own routing
+    trace at the cache size the run had (docs/TRACES.md)."""
+    p = subprocess.run([tern, "trace", "replay", trace, "--ram", str(ram), "--model", model, "--json"],
+                       capture_output=True, text=True)
+    if p.returncode != 0:
+        sys.exit(f"tern trace replay failed: {p.stderr}")
+    return {k: v["hit_rate"] for k, v in json.loads(p.stdout)["policies"].items()}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("model")
@@ -165,12 +177,19 @@ def main():
 
     runs = {v[0]: [] for v in variants}
     inram, bws = [], []
+    trace = os.path.join("/tmp", f"tern-bench-trace-{os.getpid()}.jsonl")
     for _ in range(a.runs):
         bws.append(disk_bandwidth(experts_file))
         for name, flags, env_extra in variants:
             evict(experts_file)
             env = dict(os.environ, **env_extra)
-            runs[name].append(run_variant(base + ["--ram", str(ram)] + flags, env, cg))
+            stats = run_variant(base + ["--ram", str(ram), "--trace", trace] + flags, env, cg)
+            # The same run's routing replayed at its cache size: where the
+            # engine's hit rate stands against Belady's optimum.
+            stats["replay"] = replay(a.tern, a.model, trace, ram)
+            runs[name].append(stats)
+    if os.path.exists(trace):
+        os.remove(trace)
         if not a.no_inram:
             evict(experts_file)
             inram.append(run_variant(base + ["--ram", str(experts), "--preload"], dict(os.environ), None))
@@ -209,6 +228,8 @@ def main():
         lambda r: f"{100 * med([s['hit_rate'] for s in r]):.1f}% ({100 * med([s['prefetch_recall'] for s in r]):.1f}"
                   f" = {100 * med([s['recall_cache_hits'] for s in r]):.1f}"
                   f" + {100 * med([s['recall_prefetch_hits'] for s in r]):.1f}%)")
+    row("same run's trace replayed at the budget: LRU / LFU / Belady's optimum (whole run)",
+        lambda r: " / ".join(f"{100 * med([s['replay'][p] for s in r]):.1f}%" for p in ("lru", "lfu", "belady")))
     row("lookahead predicted one layer ahead", lambda r: f"{100 * med([s['prediction_recall'] for s in r]):.1f}%")
     row("prefetch waste (bytes per useful byte)", lambda r: f"{med([s['prefetch_waste'] for s in r]):.2f}")
     row("expert MiB read per decode token", lambda r: f"{med([decode_bytes_per_token(s) for s in r]) / MIB:.1f}")

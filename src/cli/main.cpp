@@ -1,6 +1,7 @@
 // tern — command-line front end. Thin: parses flags, calls the library.
 #include <cstdio>
 #include <exception>
+#include <new>
 
 #include "cli/commands.h"
 #include "tern/core/error.h"
@@ -28,6 +29,9 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const tern::Error& e) {
     std::fprintf(stderr, "tern: error: %s\n", e.what());
+    return 1;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "tern: error: out of memory (lower --ram or --ctx)\n");
     return 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "tern: internal error: %s\n", e.what());

@@ -94,6 +94,17 @@ class HostileInputs(TernTestCase):
             f.write(text.replace('"config": {', '"config": {"x": ' + "[" * 300000 + "]" * 300000 + ", ", 1))
         self.assertCleanError(["info", model], manifest, "nested deeper than")
 
+    def test_kv_cache_larger_than_memory(self):
+        # Each count is within its range, but their product at the longest
+        # context (2 layers x 2^24 positions x 16 x 1024 x 8 bytes = 4 TiB)
+        # sizes a KV cache no machine of this kind holds: refused up front,
+        # not left to the allocator or the OOM killer.
+        run("synth", "--preset", "tiny", "-o", self.path("hf"), "--heads", "16", "--kv-heads", "16",
+            "--head-dim", "1024", "--max-position", str(2**24), "-q", timeout=TIMEOUT)
+        run("install", self.path("hf"), "-o", self.path("m.tern"), "-q", timeout=TIMEOUT)
+        self.assertCleanError(["generate", self.path("m.tern"), "--tokens", "1", "-n", "1", "--ctx", str(2**24)],
+                              "KV cache", "lower --ctx")
+
     def test_tokenizer_with_a_huge_token_id(self):
         tok = os.path.join(self.synth(), "tokenizer.json")
         self.edit_json(tok, lambda t: t["added_tokens"][0].update(id=2147483647))

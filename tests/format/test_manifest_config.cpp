@@ -68,6 +68,12 @@ TEST_F(ManifestConfigTest, ConfigCountsThatDisagreeWithTheTableAreRefused) {
   expect_open_error({"expert layer 0 section 'gate'", "has shape [32, 64]", "config implies [64, 64]"});
   edit([](json& j) { j["config"]["mlp_only_layers"] = {1}; });
   expect_open_error({"model.layers.1.mlp.gate.weight", "is not a tensor"});
+  // Far more records than the table lists: refused before any is declared.
+  edit([](json& j) {
+    j["config"]["num_hidden_layers"] = 1024;
+    j["config"]["num_experts"] = 256;
+  });
+  expect_open_error({"the config implies 262144 expert records", "the expert table lists 16"});
 }
 
 TEST_F(ManifestConfigTest, TrunkShapeChangedWithItsSizeIsRefused) {

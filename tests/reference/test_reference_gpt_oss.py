@@ -9,6 +9,7 @@ OpenAI's weights.py does).  They need only numpy and torch (Debian's python3-tor
 
     cd tests/reference && /usr/bin/python3 -m unittest -v test_reference_gpt_oss
 """
+# tern-test: release-only (checks the NumPy reference itself against PyTorch; runs no tern binary)
 
 import json
 import math

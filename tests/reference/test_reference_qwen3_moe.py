@@ -6,6 +6,7 @@ TERN_BINARY / TERN_SOURCE_DIR / TERN_BUILD_DIR set.  Standalone:
 
     cd tests/reference && TERN_BINARY=../../build/release/bin/tern /usr/bin/python3 -m unittest -v test_reference_qwen3_moe
 """
+# tern-test: release-only (checks the NumPy reference itself; tern only synthesizes its inputs)
 
 import json
 import math

@@ -75,6 +75,54 @@ TEST_P(BatchForward, EverySequenceGetsItsAloneLogitsBitForBit) {
   }
 }
 
+// A chat's next turn re-renders the conversation and diverges where the
+// last reply began: the session steps back to the checkpoint taken after the
+// prompt (for gpt_oss restoring rings the reply has overwritten: window 8,
+// reply 10 tokens) and continues exactly as a fresh session would.
+TEST_P(BatchForward, SteppingBackToACheckpointGivesAFreshSessionsLogits) {
+  const std::vector<int32_t> prompt_a = prompt(13, 4);
+  Session s(*engine);
+  s.feed(prompt_a);
+  s.checkpoint();
+  for (int32_t t : {5, 9, 17, 33, 41, 2, 8, 11, 60, 70}) s.feed(std::vector<int32_t>{t});
+  std::vector<int32_t> next = prompt_a;
+  next.insert(next.end(), {3, 99, 4, 12});
+  EXPECT_EQ(s.keep_common_prefix(next), static_cast<int64_t>(prompt_a.size()));
+  s.feed(std::span<const int32_t>(next).subspan(prompt_a.size()));
+  Session fresh(*engine);
+  fresh.feed(next);
+  EXPECT_EQ(s.logits(), fresh.logits());
+
+  // Diverging before every checkpoint: a model with rings starts over, one
+  // without keeps the common prefix; both give the fresh logits.
+  const bool rings = s.kv().has_rings();
+  EXPECT_EQ(rings, GetParam() == "gpt_oss");
+  std::vector<int32_t> early(prompt_a.begin(), prompt_a.begin() + 5);
+  early.push_back(150);
+  const int64_t kept = s.keep_common_prefix(early);
+  EXPECT_EQ(kept, rings ? 0 : 5);
+  s.feed(std::span<const int32_t>(early).subspan(static_cast<size_t>(kept)));
+  Session fresh_early(*engine);
+  fresh_early.feed(early);
+  EXPECT_EQ(s.logits(), fresh_early.logits());
+}
+
+// The KV cache of a sliding layer holds only its window: gpt-oss-20b's
+// shape at a 4096-token context (12 full layers x 4096 positions + 12
+// sliding layers x 128, 8 KV heads x 64 floats, keys and values).
+TEST(KvCacheLayout, SlidingLayersKeepOnlyTheirWindow) {
+  ModelConfig c;
+  c.num_layers = 24;
+  c.num_kv_heads = 8;
+  c.head_dim = 64;
+  c.sliding_window = 128;
+  for (int l = 0; l < 24; ++l) c.sliding_layers.push_back(l % 2 == 0);
+  EXPECT_EQ(kv_cache_bytes(c, 4096), uint64_t{2} * 4 * 512 * (12 * 4096 + 12 * 128));
+  c.sliding_window = 0;
+  c.sliding_layers.clear();
+  EXPECT_EQ(kv_cache_bytes(c, 4096), uint64_t{2} * 4 * 512 * 24 * 4096);
+}
+
 TEST_P(BatchForward, RejectsMisuse) {
   Session a(*engine);
   std::vector<Session*> twice = {&a, &a};

@@ -111,6 +111,12 @@ class HarmonyChecks:
         self.assertEqual(third, first.replace("first", "third"))
         self.assertEqual(len(reused(p.stderr)), 3)
         self.assertEqual(reused(p.stderr)[0], 0)
+        # The second turn diverges where the first reply began (its analysis
+        # is dropped): the whole first prompt is reused, on gpt_oss too,
+        # whose sliding-window rings step back to the checkpoint taken after
+        # that prompt (Session::checkpoint).
+        first_prompt = len(json.loads(run("tokenize", self.model, first, "--json").stdout)["ids"])
+        self.assertGreaterEqual(reused(p.stderr)[1], first_prompt - 1)
         self.assertEqual(reused(p.stderr)[2], 0)  # after /reset
 
     def test_token_limit_and_call_stop(self):

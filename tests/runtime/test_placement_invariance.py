@@ -70,24 +70,28 @@ class PlacementInvariance(TernTestCase):
                         self.assertEqual(o, outs[0], f"{arch}: placement {p} changed the tokens ({mode})")
 
     def test_hot_experts_pinned_from_usage_give_the_same_tokens(self):
-        model, placements = self.model("qwen3_moe", ARCHS[0][1])
-        gen = ["generate", model, "--tokens", self.tokens(), "-n", "16", "--ignore-eos", "--json", "--greedy"]
-        first = json.loads(run(*gen, *placements[1]).stdout)  # records usage.bin
-        self.assertTrue(os.path.exists(os.path.join(model, "usage.bin")))
-        stride = json.load(open(os.path.join(model, "manifest.json")))["experts"]["layers"][0]["stride"]
-        budget = int(placements[3][1])
-        pinned = json.loads(run(*gen, "--ram", str(budget), "--pin-hot", str(budget // 2), "--no-usage").stdout)
-        self.assertEqual(pinned["tokens"], first["tokens"])
-        self.assertGreater(budget // 2, stride)
+        for arch, flags in ARCHS:
+            with self.subTest(arch=arch):
+                model, placements = self.model(arch, flags)
+                gen = ["generate", model, "--tokens", self.tokens(), "-n", "16", "--ignore-eos", "--json", "--greedy"]
+                first = json.loads(run(*gen, *placements[1]).stdout)  # records usage.bin
+                self.assertTrue(os.path.exists(os.path.join(model, "usage.bin")))
+                stride = json.load(open(os.path.join(model, "manifest.json")))["experts"]["layers"][0]["stride"]
+                budget = int(placements[3][1])
+                pinned = json.loads(run(*gen, "--ram", str(budget), "--pin-hot", str(budget // 2),
+                                        "--no-usage").stdout)
+                self.assertEqual(pinned["tokens"], first["tokens"])
+                self.assertGreater(budget // 2, stride)
 
     def test_small_cache_really_evicts(self):
-        model, placements = self.model("qwen3_moe", ARCHS[0][1])
-        j = json.loads(run("generate", model, "--tokens", self.tokens(), "-n", "8", "--greedy", "--json", "--no-usage",
-                           *placements[0]).stdout)
-        s = j["stats"]
-        self.assertLess(s["hit_rate"], 1.0)
-        self.assertGreater(s["bytes_read"], s["cache_budget"])  # more was read than fits: evictions happened
-
+        for arch, flags in ARCHS:
+            with self.subTest(arch=arch):
+                model, placements = self.model(arch, flags)
+                j = json.loads(run("generate", model, "--tokens", self.tokens(), "-n", "8", "--greedy", "--json",
+                                   "--no-usage", *placements[0]).stdout)
+                s = j["stats"]
+                self.assertLess(s["hit_rate"], 1.0)
+                self.assertGreater(s["bytes_read"], s["cache_budget"])  # more was read than fits: evictions
 
 if __name__ == "__main__":
     unittest.main()

@@ -76,29 +76,38 @@ class TraceCli(TernTestCase):
             self.assertIn(name, text)
 
     def test_replay_counts_what_the_engines_cache_counts(self):
+        self.check_replay_counts_engine_counts(self.model, TOP_K)
+
+    def test_replay_counts_what_the_engines_cache_counts_on_gpt_oss(self):
+        # The same mechanism below another architecture (4 MoE layers, top-4 of 8).
+        run("synth", "--arch", "gpt_oss", "--preset", "tiny", "-o", self.path("go-hf"), "-q")
+        run("install", self.path("go-hf"), "-o", self.path("go.tern"), "-q")
+        self.check_replay_counts_engine_counts(self.path("go.tern"), 4)
+
+    def check_replay_counts_engine_counts(self, model, top_k):
         # With prefetch off and one prompt token per step, the engine's cache
         # sees exactly the replay's demands, served in the MoE block's order.
         def run_engine(*extra):
-            usage = os.path.join(self.model, "usage.bin")  # would seed lfu's counts
+            usage = os.path.join(model, "usage.bin")  # would seed lfu's counts
             if os.path.exists(usage):
                 os.remove(usage)
-            p = run("generate", self.model, "--tokens", self.tokens, "-n", 40, "--ignore-eos", "--json",
+            p = run("generate", model, "--tokens", self.tokens, "-n", 40, "--ignore-eos", "--json",
                     "--no-usage", *extra)
             return json.loads(p.stdout)["stats"]
 
-        trace = self.path("long.jsonl")
+        trace = self.path(os.path.basename(model) + "-long.jsonl")
         run_engine("--trace", trace)
-        with open(os.path.join(self.model, "manifest.json")) as f:
+        with open(os.path.join(model, "manifest.json")) as f:
             stride = max(l["stride"] for l in json.load(f)["experts"]["layers"])
         compared = 0
         for policy in ["lru", "lfu"]:
-            for capacity in [TOP_K, 3, 5, 8]:
+            for capacity in [top_k, top_k + 1, top_k + 3, 2 * top_k + 2]:
                 stats = run_engine("--prefetch", 0, "--prefill-chunk", 1, "--policy", policy,
                                    "--ram", capacity * stride)
                 r = self.replay(trace, "--capacity", capacity, "--policy", policy)
                 r = r["policies"][policy]
                 self.assertEqual((stats["cache_hits"], stats["cache_misses"]), (r["hits"], r["misses"]),
-                                 f"{policy} at {capacity} experts")
+                                 f"{model}: {policy} at {capacity} experts")
                 compared += r["hits"]
         self.assertGreater(compared, 0)
 

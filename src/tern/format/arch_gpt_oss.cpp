@@ -39,10 +39,6 @@ constexpr int64_t kDefaultSlidingWindow = 128;
 constexpr int64_t kDefaultTopK = 4;
 constexpr double kDefaultSwigluLimit = 7.0, kDefaultSwigluAlpha = 1.702;
 
-TensorDecl trunk(std::string name, std::vector<int64_t> shape, std::vector<std::string_view> fields,
-                 WeightInit init = WeightInit::Linear) {
-  return TensorDecl{.name = std::move(name), .shape = std::move(shape), .init = init, .dim_fields = std::move(fields)};
-}
 
 void parse_gpt_oss(const ConfigReader& r, ModelConfig& cfg) {
   namespace lim = config_limits;
@@ -159,31 +155,33 @@ CheckpointDecls gpt_oss_tensors(const ModelConfig& c, size_t layout) {
   std::vector<TensorDecl>& t = decls.tensors;
   const int64_t H = c.hidden_size, D = c.head_dim, E = c.num_experts, I = c.moe_intermediate_size;
   const int64_t q_dim = c.num_heads * D, kv_dim = c.num_kv_heads * D;
-  t.push_back(trunk("model.embed_tokens.weight", {c.vocab_size, H}, {kVocab, kHidden}, WeightInit::Embedding));
+  t.push_back(tensor_decl("model.embed_tokens.weight", {c.vocab_size, H}, {kVocab, kHidden}, WeightInit::Embedding));
   for (int64_t l = 0; l < c.num_layers; ++l) {
     const std::string p = fmt::format("model.layers.{}.", l);
-    t.push_back(trunk(p + "input_layernorm.weight", {H}, {kHidden}, WeightInit::Ones));
-    t.push_back(trunk(p + "self_attn.q_proj.weight", {q_dim, H}, {kQ, kHidden}));
-    t.push_back(trunk(p + "self_attn.q_proj.bias", {q_dim}, {kQ}, WeightInit::Zeros));
-    t.push_back(trunk(p + "self_attn.k_proj.weight", {kv_dim, H}, {kKv, kHidden}));
-    t.push_back(trunk(p + "self_attn.k_proj.bias", {kv_dim}, {kKv}, WeightInit::Zeros));
-    t.push_back(trunk(p + "self_attn.v_proj.weight", {kv_dim, H}, {kKv, kHidden}));
-    t.push_back(trunk(p + "self_attn.v_proj.bias", {kv_dim}, {kKv}, WeightInit::Zeros));
-    t.push_back(trunk(p + "self_attn.o_proj.weight", {H, q_dim}, {kHidden, kQ}));
-    t.push_back(trunk(p + "self_attn.o_proj.bias", {H}, {kHidden}, WeightInit::Zeros));
-    t.push_back(trunk(p + "self_attn.sinks", {c.num_heads}, {kHeads}, WeightInit::Logit));
-    t.push_back(trunk(p + "post_attention_layernorm.weight", {H}, {kHidden}, WeightInit::Ones));
-    t.push_back(trunk(p + "mlp.router.weight", {E, H}, {kExperts, kHidden}, WeightInit::Router));
-    t.push_back(trunk(p + "mlp.router.bias", {E}, {kExperts}, WeightInit::Zeros));
+    t.push_back(tensor_decl(p + "input_layernorm.weight", {H}, {kHidden}, WeightInit::Ones));
+    t.push_back(tensor_decl(p + "self_attn.q_proj.weight", {q_dim, H}, {kQ, kHidden}));
+    t.push_back(tensor_decl(p + "self_attn.q_proj.bias", {q_dim}, {kQ}, WeightInit::Zeros));
+    t.push_back(tensor_decl(p + "self_attn.k_proj.weight", {kv_dim, H}, {kKv, kHidden}));
+    t.push_back(tensor_decl(p + "self_attn.k_proj.bias", {kv_dim}, {kKv}, WeightInit::Zeros));
+    t.push_back(tensor_decl(p + "self_attn.v_proj.weight", {kv_dim, H}, {kKv, kHidden}));
+    t.push_back(tensor_decl(p + "self_attn.v_proj.bias", {kv_dim}, {kKv}, WeightInit::Zeros));
+    t.push_back(tensor_decl(p + "self_attn.o_proj.weight", {H, q_dim}, {kHidden, kQ}));
+    t.push_back(tensor_decl(p + "self_attn.o_proj.bias", {H}, {kHidden}, WeightInit::Zeros));
+    t.push_back(tensor_decl(p + "self_attn.sinks", {c.num_heads}, {kHeads}, WeightInit::Logit));
+    t.push_back(tensor_decl(p + "post_attention_layernorm.weight", {H}, {kHidden}, WeightInit::Ones));
+    t.push_back(tensor_decl(p + "mlp.router.weight", {E, H}, {kExperts, kHidden}, WeightInit::Router));
+    t.push_back(tensor_decl(p + "mlp.router.bias", {E}, {kExperts}, WeightInit::Zeros));
   }
-  t.push_back(trunk("model.norm.weight", {H}, {kHidden}, WeightInit::Ones));
-  if (!c.tie_word_embeddings) t.push_back(trunk("lm_head.weight", {c.vocab_size, H}, {kVocab, kHidden}));
+  t.push_back(tensor_decl("model.norm.weight", {H}, {kHidden}, WeightInit::Ones));
+  if (!c.tie_word_embeddings) t.push_back(tensor_decl("lm_head.weight", {c.vocab_size, H}, {kVocab, kHidden}));
 
   // Expert sources: per layer, fused over the E experts.
   auto expert = [](std::string name, std::vector<int64_t> shape, std::vector<std::string_view> fields,
                    WeightInit init, TensorEncoding enc = TensorEncoding::Float) {
-    return TensorDecl{.name = std::move(name), .shape = std::move(shape), .init = init, .is_expert = true,
-                      .dim_fields = std::move(fields), .encoding = enc};
+    TensorDecl d = tensor_decl(std::move(name), std::move(shape), std::move(fields), init);
+    d.is_expert = true;
+    d.encoding = enc;
+    return d;
   };
   for (int64_t l = 0; l < c.num_layers; ++l) {
     const std::string p = fmt::format("model.layers.{}.mlp.experts.", l);

@@ -12,11 +12,6 @@ constexpr std::string_view kVocab = "vocab_size", kHidden = "hidden_size", kHead
                            kQ = "num_attention_heads x head_dim", kKv = "num_key_value_heads x head_dim",
                            kFfn = "intermediate_size", kExperts = "num_experts", kMoeFfn = "moe_intermediate_size";
 
-TensorDecl trunk(std::string name, std::vector<int64_t> shape, std::vector<std::string_view> fields,
-                 WeightInit init = WeightInit::Linear) {
-  return TensorDecl{.name = std::move(name), .shape = std::move(shape), .init = init, .dim_fields = std::move(fields)};
-}
-
 void parse_qwen3_moe(const ConfigReader& r, ModelConfig& cfg) {
   namespace lim = config_limits;
   read_decoder_fields(r, cfg);
@@ -29,6 +24,10 @@ void parse_qwen3_moe(const ConfigReader& r, ModelConfig& cfg) {
   cfg.norm_topk_prob = r.get_bool("norm_topk_prob", false);
   cfg.decoder_sparse_step = r.get_int("decoder_sparse_step", 1);
   cfg.mlp_only_layers = r.get_int_list("mlp_only_layers");
+  // Bounded even without experts (a config with num_experts 0 still sizes
+  // scratch estimates from them).
+  r.require_range("num_experts_per_tok", cfg.num_experts_per_tok, 0, lim::kMaxExperts);
+  r.require_range("moe_intermediate_size", cfg.moe_intermediate_size, 0, lim::kMaxFfn);
   if (cfg.num_experts > 0) {
     r.require_positive("num_experts_per_tok", cfg.num_experts_per_tok);
     r.require_range("moe_intermediate_size", cfg.moe_intermediate_size, 1, lim::kMaxFfn);
@@ -52,34 +51,34 @@ CheckpointDecls qwen3_moe_tensors(const ModelConfig& c, size_t /*layout: one*/) 
   std::vector<TensorDecl>& t = decls.tensors;
   const int64_t H = c.hidden_size, D = c.head_dim;
   const int64_t q_dim = c.num_heads * D, kv_dim = c.num_kv_heads * D;
-  t.push_back(trunk("model.embed_tokens.weight", {c.vocab_size, H}, {kVocab, kHidden}, WeightInit::Embedding));
+  t.push_back(tensor_decl("model.embed_tokens.weight", {c.vocab_size, H}, {kVocab, kHidden}, WeightInit::Embedding));
   for (int64_t l = 0; l < c.num_layers; ++l) {
     const std::string p = fmt::format("model.layers.{}.", l);
-    t.push_back(trunk(p + "input_layernorm.weight", {H}, {kHidden}, WeightInit::Ones));
-    t.push_back(trunk(p + "self_attn.q_proj.weight", {q_dim, H}, {kQ, kHidden}));
-    t.push_back(trunk(p + "self_attn.k_proj.weight", {kv_dim, H}, {kKv, kHidden}));
-    t.push_back(trunk(p + "self_attn.v_proj.weight", {kv_dim, H}, {kKv, kHidden}));
-    t.push_back(trunk(p + "self_attn.o_proj.weight", {H, q_dim}, {kHidden, kQ}));
+    t.push_back(tensor_decl(p + "input_layernorm.weight", {H}, {kHidden}, WeightInit::Ones));
+    t.push_back(tensor_decl(p + "self_attn.q_proj.weight", {q_dim, H}, {kQ, kHidden}));
+    t.push_back(tensor_decl(p + "self_attn.k_proj.weight", {kv_dim, H}, {kKv, kHidden}));
+    t.push_back(tensor_decl(p + "self_attn.v_proj.weight", {kv_dim, H}, {kKv, kHidden}));
+    t.push_back(tensor_decl(p + "self_attn.o_proj.weight", {H, q_dim}, {kHidden, kQ}));
     if (c.attention_bias) {
-      t.push_back(trunk(p + "self_attn.q_proj.bias", {q_dim}, {kQ}, WeightInit::Zeros));
-      t.push_back(trunk(p + "self_attn.k_proj.bias", {kv_dim}, {kKv}, WeightInit::Zeros));
-      t.push_back(trunk(p + "self_attn.v_proj.bias", {kv_dim}, {kKv}, WeightInit::Zeros));
-      t.push_back(trunk(p + "self_attn.o_proj.bias", {H}, {kHidden}, WeightInit::Zeros));
+      t.push_back(tensor_decl(p + "self_attn.q_proj.bias", {q_dim}, {kQ}, WeightInit::Zeros));
+      t.push_back(tensor_decl(p + "self_attn.k_proj.bias", {kv_dim}, {kKv}, WeightInit::Zeros));
+      t.push_back(tensor_decl(p + "self_attn.v_proj.bias", {kv_dim}, {kKv}, WeightInit::Zeros));
+      t.push_back(tensor_decl(p + "self_attn.o_proj.bias", {H}, {kHidden}, WeightInit::Zeros));
     }
-    t.push_back(trunk(p + "self_attn.q_norm.weight", {D}, {kHeadDim}, WeightInit::Ones));
-    t.push_back(trunk(p + "self_attn.k_norm.weight", {D}, {kHeadDim}, WeightInit::Ones));
-    t.push_back(trunk(p + "post_attention_layernorm.weight", {H}, {kHidden}, WeightInit::Ones));
+    t.push_back(tensor_decl(p + "self_attn.q_norm.weight", {D}, {kHeadDim}, WeightInit::Ones));
+    t.push_back(tensor_decl(p + "self_attn.k_norm.weight", {D}, {kHeadDim}, WeightInit::Ones));
+    t.push_back(tensor_decl(p + "post_attention_layernorm.weight", {H}, {kHidden}, WeightInit::Ones));
     if (c.layer_is_moe(l)) {
-      t.push_back(trunk(p + "mlp.gate.weight", {c.num_experts, H}, {kExperts, kHidden}, WeightInit::Router));
+      t.push_back(tensor_decl(p + "mlp.gate.weight", {c.num_experts, H}, {kExperts, kHidden}, WeightInit::Router));
     } else {
       const int64_t I = c.intermediate_size;
-      t.push_back(trunk(p + "mlp.gate_proj.weight", {I, H}, {kFfn, kHidden}));
-      t.push_back(trunk(p + "mlp.up_proj.weight", {I, H}, {kFfn, kHidden}));
-      t.push_back(trunk(p + "mlp.down_proj.weight", {H, I}, {kHidden, kFfn}));
+      t.push_back(tensor_decl(p + "mlp.gate_proj.weight", {I, H}, {kFfn, kHidden}));
+      t.push_back(tensor_decl(p + "mlp.up_proj.weight", {I, H}, {kFfn, kHidden}));
+      t.push_back(tensor_decl(p + "mlp.down_proj.weight", {H, I}, {kHidden, kFfn}));
     }
   }
-  t.push_back(trunk("model.norm.weight", {H}, {kHidden}, WeightInit::Ones));
-  if (!c.tie_word_embeddings) t.push_back(trunk("lm_head.weight", {c.vocab_size, H}, {kVocab, kHidden}));
+  t.push_back(tensor_decl("model.norm.weight", {H}, {kHidden}, WeightInit::Ones));
+  if (!c.tie_word_embeddings) t.push_back(tensor_decl("lm_head.weight", {c.vocab_size, H}, {kVocab, kHidden}));
   // Routed experts, layer by layer, expert by expert, sections in record
   // order: one checkpoint tensor per section, taken whole.
   const int64_t I = c.moe_intermediate_size;
@@ -90,8 +89,12 @@ CheckpointDecls qwen3_moe_tensors(const ModelConfig& c, size_t /*layout: one*/) 
       auto add = [&](const char* section, const char* proj, std::vector<int64_t> shape,
                      std::vector<std::string_view> fields) {
         std::string name = p + proj + ".weight";
-        t.push_back({.name = name, .shape = shape, .init = WeightInit::Linear, .is_expert = true, .dim_fields = fields});
-        decls.sections.push_back({l, e, section, std::move(shape), std::move(fields), {.tensor = std::move(name)}});
+        TensorDecl d = tensor_decl(name, shape, fields);
+        d.is_expert = true;
+        t.push_back(std::move(d));
+        SectionSource source;
+        source.tensor = std::move(name);
+        decls.sections.push_back({l, e, section, std::move(shape), std::move(fields), std::move(source)});
       };
       add("gate", "gate_proj", {I, H}, {kMoeFfn, kHidden});
       add("up", "up_proj", {I, H}, {kMoeFfn, kHidden});

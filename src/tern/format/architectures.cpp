@@ -105,4 +105,14 @@ const ArchSpec& find_arch(std::string_view model_type) {
        fmt::join(supported_architectures(), ", "));
 }
 
+TensorDecl tensor_decl(std::string name, std::vector<int64_t> shape, std::vector<std::string_view> fields,
+                       WeightInit init) {
+  TensorDecl d;
+  d.name = std::move(name);
+  d.shape = std::move(shape);
+  d.init = init;
+  d.dim_fields = std::move(fields);
+  return d;
+}
+
 }  // namespace tern

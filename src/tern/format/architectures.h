@@ -76,6 +76,11 @@ struct TensorDecl {
   bool twin_transposed = false;
 };
 
+// A declaration with the fields most tensors set (members assigned one by
+// one: GCC 12 warns about designated initializers that leave some out).
+TensorDecl tensor_decl(std::string name, std::vector<int64_t> shape, std::vector<std::string_view> fields,
+                       WeightInit init = WeightInit::Linear);
+
 // Where one section of an expert record comes from. A section is a matrix
 // [out, in] (rows are output features, like every Tern matrix) or a vector
 // [n] (seen as [n, 1]). Its source is a checkpoint tensor, or one slice of a

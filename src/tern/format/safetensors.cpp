@@ -101,7 +101,10 @@ SafetensorsFile SafetensorsFile::open(const std::filesystem::path& path, uint32_
     if (!t.contains("shape") || !t["shape"].is_array())
       fail("{}: tensor '{}': missing shape", p, name);
     for (const auto& d : t["shape"]) {
-      if (!d.is_number_unsigned()) fail("{}: tensor '{}': invalid shape {}", p, name, json_excerpt(t["shape"]));
+      // Unsigned and at most 2^53: a larger dimension cannot be a real tensor's
+      // (and would turn negative as int64 when another dimension is 0).
+      if (!d.is_number_unsigned() || d.get<uint64_t>() > (uint64_t{1} << 53))
+        fail("{}: tensor '{}': invalid shape {}", p, name, json_excerpt(t["shape"]));
       info.shape.push_back(d.get<int64_t>());
     }
     const json& off = t.value("data_offsets", json());

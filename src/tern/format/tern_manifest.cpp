@@ -285,6 +285,18 @@ void check_manifest_against_config(const Manifest& m, const ModelConfig& cfg, co
     fail("{}: field 'architecture' is {} but the config's model_type is {}", source, json_excerpt(m.architecture),
          json_excerpt(cfg.architecture));
   const ArchSpec& arch = find_arch(cfg.architecture);
+  // Declaring every tensor costs memory in proportion to the config's
+  // expert records: a config implying far more records than the manifest
+  // lists is refused before anything is declared (smaller disagreements get
+  // the precise messages below).
+  int64_t moe_layers = 0;
+  for (int64_t layer = 0; layer < cfg.num_layers; ++layer) moe_layers += cfg.layer_is_moe(layer) ? 1 : 0;
+  uint64_t listed_records = 0;
+  for (const ExpertLayer& l : m.expert_layers) listed_records += static_cast<uint64_t>(l.num_experts);
+  const uint64_t config_records = static_cast<uint64_t>(moe_layers) * static_cast<uint64_t>(cfg.num_experts);
+  if (config_records > 2 * listed_records + 4096)
+    fail("{}: the config implies {} expert records ({} MoE layers x num_experts {}) but the expert table lists {}",
+         source, config_records, moe_layers, cfg.num_experts, listed_records);
   // Trunk tensors and expert sections are the same in every checkpoint
   // layout of an architecture (only expert sources differ), so layout 0 speaks for all.
   const CheckpointDecls decls = arch.tensors(cfg);

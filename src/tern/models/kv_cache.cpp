@@ -1,5 +1,7 @@
 #include "tern/models/kv_cache.h"
 
+#include <algorithm>
+
 #include "tern/core/error.h"
 
 namespace tern {
@@ -21,6 +23,37 @@ KVCache::KVCache(int64_t max_positions, std::vector<int64_t> capacities, std::ve
   }
   k_.resize(total);
   v_.resize(total);
+}
+
+bool KVCache::has_rings() const {
+  for (int64_t c : capacity_)
+    if (c < max_positions_) return true;
+  return false;
+}
+
+KVCache::RingSnapshot KVCache::snapshot_rings(int64_t position) const {
+  RingSnapshot s;
+  s.position = position;
+  for (size_t l = 0; l < capacity_.size(); ++l) {
+    if (capacity_[l] == max_positions_) continue;
+    const auto n = static_cast<size_t>(capacity_[l] * kv_dim_[l]);
+    s.k.insert(s.k.end(), k_.begin() + static_cast<ptrdiff_t>(offset_[l]), k_.begin() + static_cast<ptrdiff_t>(offset_[l] + n));
+    s.v.insert(s.v.end(), v_.begin() + static_cast<ptrdiff_t>(offset_[l]), v_.begin() + static_cast<ptrdiff_t>(offset_[l] + n));
+  }
+  return s;
+}
+
+void KVCache::restore_rings(const RingSnapshot& s) {
+  size_t at = 0;
+  for (size_t l = 0; l < capacity_.size(); ++l) {
+    if (capacity_[l] == max_positions_) continue;
+    const auto n = static_cast<size_t>(capacity_[l] * kv_dim_[l]);
+    if (at + n > s.k.size()) fail("KVCache: a ring snapshot of another layout");
+    std::copy_n(s.k.begin() + static_cast<ptrdiff_t>(at), n, k_.begin() + static_cast<ptrdiff_t>(offset_[l]));
+    std::copy_n(s.v.begin() + static_cast<ptrdiff_t>(at), n, v_.begin() + static_cast<ptrdiff_t>(offset_[l]));
+    at += n;
+  }
+  if (at != s.k.size()) fail("KVCache: a ring snapshot of another layout");
 }
 
 KVRing KVCache::ring(int64_t layer) const {

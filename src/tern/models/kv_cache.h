@@ -31,6 +31,19 @@ class KVCache {
   int64_t layers() const { return static_cast<int64_t>(capacity_.size()); }
   uint64_t bytes() const { return 2 * k_.size() * sizeof(float); }
 
+  // Whether some layer keeps fewer positions than the context (a ring):
+  // stepping back then needs a snapshot of the rings (below).
+  bool has_rings() const;
+  // The contents of every ring layer as they were with `position` tokens
+  // fed: restoring it and keeping tokens [0, position) is exactly the state
+  // the cache had then (full layers keep those positions anyway).
+  struct RingSnapshot {
+    int64_t position = 0;
+    std::vector<float> k, v;  // ring layers in order, each capacity x kv_dim
+  };
+  RingSnapshot snapshot_rings(int64_t position) const;
+  void restore_rings(const RingSnapshot& snapshot);
+
  private:
   size_t index(int64_t layer, int64_t pos) const {
     const auto l = static_cast<size_t>(layer);

@@ -40,6 +40,16 @@ Engine::Engine(const EngineOptions& opt) {
   if (context_ > cfg.max_position_embeddings)
     fail("--ctx {} exceeds the model's max_position_embeddings {}", context_, cfg.max_position_embeddings);
   prefill_chunk_ = opt.prefill_chunk > 0 ? opt.prefill_chunk : kDefaultPrefillChunk;
+  // Every session allocates its KV cache up front: one that cannot fit in
+  // memory is refused here, plainly, not by the allocator or the OOM killer.
+  {
+    const uint64_t kv = kv_cache_bytes(cfg, context_);
+    const uint64_t available = available_memory_bytes(), limit = cgroup_memory_limit_bytes();
+    const uint64_t usable = limit > 0 && (available == 0 || limit < available) ? limit : available;
+    if (usable > 0 && kv > usable)
+      fail("the KV cache for a context of {} tokens needs {}, more than the {} of memory available (lower --ctx)",
+           context_, format_bytes(kv), format_bytes(usable));
+  }
 
   uint64_t all_experts = 0;
   for (const auto& l : m.expert_layers) all_experts += l.stride * static_cast<uint64_t>(l.num_experts);
@@ -183,9 +193,25 @@ int64_t Session::keep_common_prefix(std::span<const int32_t> tokens) {
   size_t common = 0;
   while (common < tokens_.size() && common < tokens.size() && tokens_[common] == tokens[common]) ++common;
   if (!tokens.empty() && common == tokens.size()) --common;
-  if (common < tokens_.size() && engine_.config().sliding_window > 0) common = 0;
+  if (common < tokens_.size() && kv_.has_rings()) {
+    // Step back to the latest checkpoint at or before the divergence; every
+    // checkpoint kept describes the current tokens up to its position.
+    const KVCache::RingSnapshot* best = nullptr;
+    for (const auto& c : checkpoints_)
+      if (static_cast<size_t>(c.position) <= common && (!best || c.position > best->position)) best = &c;
+    common = best ? static_cast<size_t>(best->position) : 0;
+    if (best) kv_.restore_rings(*best);
+  }
+  std::erase_if(checkpoints_, [&](const KVCache::RingSnapshot& c) { return static_cast<size_t>(c.position) > common; });
   tokens_.resize(common);  // entries of positions < common depend only on tokens < common
   return static_cast<int64_t>(common);
+}
+
+void Session::checkpoint() {
+  if (!kv_.has_rings()) return;
+  if (!checkpoints_.empty() && checkpoints_.back().position == position()) return;
+  if (checkpoints_.size() == kMaxCheckpoints) checkpoints_.erase(checkpoints_.begin());
+  checkpoints_.push_back(kv_.snapshot_rings(position()));
 }
 
 const std::vector<float>& Session::feed(std::span<const int32_t> tokens, bool all_positions, ForwardTrace* trace) {
@@ -338,6 +364,7 @@ std::vector<int32_t> generate(Session& session, std::span<const int32_t> prompt,
     return l;
   };
   std::vector<float> logits = step(prompt);
+  session.checkpoint();  // a later turn may re-render from here (keep_common_prefix)
   const double prefill = seconds_since(t0);
   const ExpertCacheStats decode0 = engine.cache().stats();
   const MoeCounters counters0 = engine.model().counters();

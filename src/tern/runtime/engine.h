@@ -137,15 +137,25 @@ class Session {
   Engine& engine() { return engine_; }
   const std::vector<int32_t>& tokens() const { return tokens_; }
   int64_t position() const { return static_cast<int64_t>(tokens_.size()); }
-  void reset() { tokens_.clear(); }
+  void reset() {
+    tokens_.clear();
+    checkpoints_.clear();
+  }
   // Prepares the session to continue with `tokens`, a whole re-rendered
   // conversation: keeps the longest common prefix of tokens() and `tokens`
   // whose KV entries are still valid, drops the rest, and returns its length
   // (the caller feeds tokens[length..]). At most tokens.size() - 1 are kept,
   // so there is always a token to feed. A model with sliding-window layers
-  // keeps nothing unless `tokens` extends tokens(): its KV ring has already
-  // overwritten the window that stepping back would need.
+  // can step back only to a checkpoint (below): its KV rings have
+  // overwritten the window that stepping back further would need.
   int64_t keep_common_prefix(std::span<const int32_t> tokens);
+  // Remembers the sliding-window rings at the current position, so a later
+  // keep_common_prefix can step back to it (generate() calls this after each
+  // prompt: a chat's next turn re-renders the conversation from there, with
+  // the reply's reasoning dropped). A no-op for a model without rings; the
+  // last kMaxCheckpoints are kept (a few MiB each for gpt-oss).
+  void checkpoint();
+  static constexpr size_t kMaxCheckpoints = 4;
 
   // Appends tokens and runs them; returns the logits of the last token
   // (or of every new token if all_positions: [n, vocab]).
@@ -175,6 +185,7 @@ class Session {
   Engine& engine_;
   KVCache kv_;
   std::vector<int32_t> tokens_;
+  std::vector<KVCache::RingSnapshot> checkpoints_;  // oldest first
   std::vector<float> logits_;
   RoutingSink routing_sink_;
 };
