@@ -6,7 +6,9 @@
 // at the id or checksum check). The engine then starts as a user's run
 // would, seeding LFU from the counts and pinning the hottest experts
 // (--pin-hot): a file is used or refused with a clean tern::Error, never
-// trusted beyond its checks.
+// trusted beyond its checks. (The engine's start-up path, without the
+// engine: a cache over the fixture's store, seeded and pinned as
+// Engine::Engine does, then demands of both layers.)
 #include <cstring>
 #include <string>
 
@@ -14,7 +16,6 @@
 #include "tern/core/hash.h"
 #include "tern/experts/expert_cache.h"
 #include "tern/experts/usage_stats.h"
-#include "tern/runtime/engine.h"
 
 #ifndef TERN_FUZZ_DATA_DIR
 #error "TERN_FUZZ_DATA_DIR must name fuzz/data"
@@ -65,18 +66,21 @@ void fuzz_usage(std::span<const uint8_t> input) {
         broken("a usage count for an expert the model does not have");
     }
   run_expecting_clean_errors([&] {
-    EngineOptions opt;
-    opt.model = dir;
-    opt.threads = 1;
-    opt.verify = false;
-    opt.direct_io = false;
-    opt.context = 4;
-    opt.record_usage = false;
-    opt.pin_hot_bytes = 4096;  // one expert pinned; the minimum (top-2 of a layer) stays free
-    Engine engine(opt);
-    Session session(engine);
-    const std::vector<int32_t> prompt = {1, 2};
-    session.feed(prompt);
+    if (!counts) return;
+    ExpertStoreOptions so;
+    so.direct_io = false;
+    so.verify = false;
+    so.backend = IoBackend::Pread;
+    static ExpertStore store(model, so);
+    const auto& layers = model.manifest().expert_layers;
+    const uint64_t stride = layers[0].stride;
+    ExpertCache cache(store, 4 * stride, CachePolicy::Lfu);  // half the experts
+    cache.add_demand_counts(*counts);
+    const uint64_t pinned = pin_hottest(cache, model.manifest(), *counts, stride);
+    if (pinned > stride) broken("pinned more than asked");
+    for (const ExpertLayer& l : layers)
+      for (int64_t e = 0; e < l.num_experts; ++e) cache.acquire(l, e);  // LFU evicts around the pinned one
+    if (cache.used_bytes() > cache.budget()) broken("the cache outgrew its budget");
   });
 }
 

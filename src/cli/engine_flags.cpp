@@ -28,7 +28,10 @@ void EngineFlags::add(CLI::App* cmd) {
   cmd->add_option("--pin-hot", pin_hot, "Keep the most used experts (from usage.bin) resident, up to SIZE");
   cmd->add_option("--prefill-chunk", prefill_chunk, "Prompt tokens per forward step (default 256)")
       ->check(CLI::NonNegativeNumber);
-  cmd->add_flag("--preload", preload, "Read every expert at start (the budget must hold them all)");
+  auto* pre = cmd->add_flag("--preload", preload,
+                            "Read every expert at start (the budget must hold them all; the default when it does)");
+  cmd->add_flag("--no-preload", no_preload, "Read experts only when first needed, even when the budget holds them all")
+      ->excludes(pre);
   cmd->add_flag("--no-usage", no_usage, "Do not update usage.bin beside the model");
 }
 
@@ -45,7 +48,8 @@ EngineOptions EngineFlags::options() const {
   o.prefetch_margin = prefetch_margin;
   if (!pin_hot.empty()) o.pin_hot_bytes = parse_size(pin_hot);
   o.prefill_chunk = prefill_chunk;
-  o.preload = preload;
+  if (preload) o.preload = true;
+  if (no_preload) o.preload = false;
   o.record_usage = !no_usage;
   o.threads = threads;
   o.context = ctx;

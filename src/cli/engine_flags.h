@@ -28,7 +28,7 @@ struct EngineFlags {
   int64_t prefetch_margin = 0;
   std::string pin_hot;
   int64_t prefill_chunk = 0;
-  bool preload = false;
+  bool preload = false, no_preload = false;
   bool no_usage = false;
 
   void add(CLI::App* cmd);

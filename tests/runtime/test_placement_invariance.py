@@ -3,7 +3,8 @@ prompt under every placement and streaming mechanism yields bit-identical
 logits and tokens: --ram from the minimum to all experts, 1 and 2 threads,
 O_DIRECT or buffered reads, each I/O backend (io_uring, pread pool, mmap),
 prefetch off / depth 1 / depth 2 with a margin, every cache policy, a
-replica (--mirror), prefill chunk sizes, --pin-hot and --preload."""
+replica (--mirror), prefill chunk sizes, --pin-hot, --preload (the default
+when the budget holds every expert) and --no-preload."""
 import json
 import os
 import shutil
@@ -38,7 +39,7 @@ class PlacementInvariance(TernTestCase):
             ["--ram", str(total // 2), "--io", "mmap", "--policy", "lfu", "--prefill-chunk", "3"],
             ["--ram", str(total // 3), "--mirror", mirror, "--queue-depth", "1", "--prefill-chunk", "1"],
             ["--ram", str(total), "--threads", "1", "--preload"],  # all experts
-            ["--ram", str(total), "--threads", "2", "--no-verify", "--prefetch", "0"],
+            ["--ram", str(total), "--threads", "2", "--no-verify", "--prefetch", "0", "--no-preload"],
         ]
         return model, placements
 

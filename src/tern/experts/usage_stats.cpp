@@ -1,5 +1,6 @@
 #include "tern/experts/usage_stats.h"
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -88,6 +89,21 @@ void save_expert_usage(const std::filesystem::path& path, const TernModel& model
     }
   put(out, xxh3_64(out.data(), out.size()));
   write_file_atomic(path, out);
+}
+
+uint64_t pin_hottest(ExpertCache& cache, const Manifest& manifest, const ExpertCounts& counts, uint64_t bytes) {
+  std::vector<std::pair<uint64_t, uint64_t>> hottest(counts.begin(), counts.end());
+  std::sort(hottest.begin(), hottest.end(),
+            [](const auto& a, const auto& b) { return a.second > b.second || (a.second == b.second && a.first < b.first); });
+  uint64_t pinned = 0;
+  for (const auto& [key, count] : hottest) {
+    const ExpertLayer* layer = manifest.find_expert_layer(static_cast<int64_t>(key >> 32));
+    const auto expert = static_cast<int64_t>(key & 0xffffffffu);
+    if (!layer || expert >= layer->num_experts || pinned + layer->stride > bytes) continue;
+    cache.pin_hot(*layer, expert);
+    pinned += layer->stride;
+  }
+  return pinned;
 }
 
 }  // namespace tern

@@ -29,4 +29,11 @@ std::optional<ExpertCounts> load_expert_usage(const std::filesystem::path& path,
 // Written atomically (temporary file + rename).
 void save_expert_usage(const std::filesystem::path& path, const TernModel& model, const ExpertCounts& counts);
 
+class ExpertCache;
+// Pins (ExpertCache::pin_hot) the most demanded experts of `counts`, most
+// demanded first (ties: lower layer, then lower expert), while they fit in
+// `bytes`; returns the bytes pinned (--pin-hot). Keys of experts the model
+// does not have are skipped.
+uint64_t pin_hottest(ExpertCache& cache, const Manifest& manifest, const ExpertCounts& counts, uint64_t bytes);
+
 }  // namespace tern

@@ -120,18 +120,11 @@ Engine::Engine(const EngineOptions& opt) {
   }
   if (opt.pin_hot_bytes > 0) {
     if (!usage) fail("--pin-hot needs usage counts from earlier runs in {}/usage.bin ({})", container_->dir().string(), why);
-    std::vector<std::pair<uint64_t, uint64_t>> hottest(usage->begin(), usage->end());
-    std::sort(hottest.begin(), hottest.end(), [](auto& a, auto& b) { return a.second > b.second || (a.second == b.second && a.first < b.first); });
-    uint64_t pinned = 0;
-    for (const auto& [key, count] : hottest) {
-      const ExpertLayer* layer = m.find_expert_layer(static_cast<int64_t>(key >> 32));
-      if (!layer || pinned + layer->stride > opt.pin_hot_bytes) continue;
-      cache_->pin_hot(*layer, static_cast<int64_t>(key & 0xffffffffu));
-      pinned += layer->stride;
-    }
+    pin_hottest(*cache_, m, *usage, opt.pin_hot_bytes);
   }
-  if (opt.preload) {
-    if (budget < all_experts) fail("--preload needs a budget that holds every expert ({})", format_bytes(all_experts));
+  if (opt.preload.value_or(false) && budget < all_experts)
+    fail("--preload needs a budget that holds every expert ({})", format_bytes(all_experts));
+  if (opt.preload.value_or(budget >= all_experts)) {
     for (const auto& l : m.expert_layers)
       for (int64_t e = 0; e < l.num_experts; ++e) cache_->warm(l, e);
   }

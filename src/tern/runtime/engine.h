@@ -41,7 +41,10 @@ struct EngineOptions {
   uint64_t pin_hot_bytes = 0;   // experts pinned from usage.bin at start-up
   bool record_usage = true;     // update usage.bin beside the model at exit (when writable)
   int64_t prefill_chunk = 0;    // prompt tokens per forward step; 0 = kDefaultPrefillChunk
-  bool preload = false;         // read every expert at start (when the budget holds them all)
+  // Read every expert at start, in the background at prefetch priority, so
+  // decode never misses: nullopt (default) when the budget holds every
+  // expert; true requires that it does; false never.
+  std::optional<bool> preload;
   std::string io_faults;        // tests only: ExpertStoreOptions::faults
 };
 
