@@ -11,6 +11,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-60}
+# A unit running longer than this is a hang (a crash). A long campaign on a
+# loaded machine (`nice`) raises it: a starved process's unit can sit for
+# seconds without hanging (fuzz/README.md).
+timeout=${FUZZ_TIMEOUT:-10}
 runs=${FUZZ_RUNS:-}
 if [ -n "$runs" ]; then
   budget=(-runs="$runs" -seed=1) how="from seed 1"
@@ -33,7 +37,7 @@ for t in "${targets[@]}"; do
   inputs=("$work" "fuzz/corpus/$t")
   [ -d "fuzz/regressions/$t" ] && inputs+=("fuzz/regressions/$t")
   rc=0
-  build/asan-ubsan/bin/fuzz_"$t" "${budget[@]}" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+  build/asan-ubsan/bin/fuzz_"$t" "${budget[@]}" -timeout="$timeout" -rss_limit_mb=2048 -print_final_stats=1 \
     "${dict[@]}" -artifact_prefix="$artifacts/" "${inputs[@]}" >"$log" 2>&1 || rc=$?
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
   if [ "$rc" -ne 0 ]; then

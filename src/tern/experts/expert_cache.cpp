@@ -97,7 +97,7 @@ void ExpertCache::erase(std::unordered_map<uint64_t, Entry>::iterator it) {
   entries_.erase(it);
 }
 
-bool ExpertCache::make_room(uint64_t bytes, bool spare_protected, AlignedBuffer& reuse) {
+bool ExpertCache::make_room(uint64_t bytes, bool spare_protected, RecordBuffer& reuse) {
   while (used_ + bytes > budget_) {
     std::unordered_map<uint64_t, Entry>::iterator victim = entries_.end();
     if (policy_ == CachePolicy::Lfu) {
@@ -132,9 +132,9 @@ bool ExpertCache::make_room(uint64_t bytes, bool spare_protected, AlignedBuffer&
   return true;
 }
 
-ExpertCache::Entry& ExpertCache::insert(const ExpertLayer& layer, int64_t expert, AlignedBuffer buffer) {
+ExpertCache::Entry& ExpertCache::insert(const ExpertLayer& layer, int64_t expert, RecordBuffer buffer) {
   const uint64_t k = key(layer.layer, expert);
-  if (!buffer.data()) buffer = AlignedBuffer(layer.stride);
+  if (!buffer.data()) buffer = arena_.take(layer.stride);
   used_ += buffer.size();
   lru_.push_front(k);
   Entry& e = entries_[k];
@@ -160,6 +160,7 @@ double ExpertCache::prefetch_accuracy() const {
 
 void ExpertCache::start_read(const ExpertLayer& layer, int64_t expert, Entry& e, bool urgent) {
   try {
+    e.buffer.prefault();  // fresh pages: faulted in by the CPU, not during the DMA (record_arena.h)
     store_.read_async(layer, expert, e.buffer.data(), &ExpertCache::on_read, &e, urgent);
   } catch (const Error& err) {
     const std::string message = err.what();
@@ -206,15 +207,24 @@ ExpertCache::Handle ExpertCache::request(const ExpertLayer& layer, int64_t exper
       }
       touch(e);
       ++e.pins;
+      // A prefetch or preload still queued behind others is demanded now:
+      // it moves ahead of them (the layer waits for it).
+      if (e.state == State::Loading && !e.urgent) {
+        e.urgent = true;
+        uint8_t* dst = e.buffer.data();
+        lock.unlock();
+        store_.promote(dst);
+      }
       return Handle(this, &e);
     }
-    AlignedBuffer reuse;
+    RecordBuffer reuse;
     if (make_room(layer.stride, false, reuse)) {
       ++stats_.lookups;
       ++stats_.misses;
       ++demand_[k];
       Entry& e = insert(layer, expert, std::move(reuse));
       e.pins = 1;
+      e.urgent = true;
       lock.unlock();
       start_read(layer, expert, e, true);
       return Handle(this, &e);
@@ -264,7 +274,7 @@ bool ExpertCache::prefetch(const ExpertLayer& layer, int64_t expert) {
     ++stats_.prefetches_skipped;
     return false;
   }
-  AlignedBuffer reuse;
+  RecordBuffer reuse;
   if (!make_room(layer.stride, true, reuse)) return false;
   Entry& e = insert(layer, expert, std::move(reuse));
   e.prefetched = true;
@@ -277,7 +287,7 @@ bool ExpertCache::prefetch(const ExpertLayer& layer, int64_t expert) {
 void ExpertCache::warm(const ExpertLayer& layer, int64_t expert) {
   const uint64_t k = key(layer.layer, expert);
   std::unique_lock lock(mu_);
-  AlignedBuffer reuse;
+  RecordBuffer reuse;
   if (entries_.count(k) || !make_room(layer.stride, true, reuse)) return;
   Entry& e = insert(layer, expert, std::move(reuse));
   lock.unlock();

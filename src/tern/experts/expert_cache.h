@@ -27,7 +27,7 @@
 #include <unordered_set>
 #include <vector>
 
-#include "tern/core/aligned_buffer.h"
+#include "tern/experts/record_arena.h"
 #include "tern/experts/expert_store.h"
 
 namespace tern {
@@ -131,13 +131,14 @@ class ExpertCache {
   struct Entry {
     ExpertCache* cache = nullptr;
     uint64_t key = 0;
-    AlignedBuffer buffer;
+    RecordBuffer buffer;
     uint64_t bytes = 0;  // buffer.size(), kept when the buffer moves to a new entry
     State state = State::Loading;
     std::string error;
     int pins = 0;
     bool hot = false;         // --pin-hot: never evicted
     bool prefetched = false;  // brought by a prefetch, not yet demanded
+    bool urgent = false;      // its read was queued as a demand (or promoted to one)
     uint64_t last_use = 0;
     std::list<uint64_t>::iterator lru;
   };
@@ -147,8 +148,8 @@ class ExpertCache {
   bool evictable(const Entry& e, bool spare_protected) const;
   // Frees experts by policy until `bytes` more fit; false if they cannot.
   // A freed buffer of exactly `bytes` is handed back for reuse.
-  bool make_room(uint64_t bytes, bool spare_protected, AlignedBuffer& reuse);
-  Entry& insert(const ExpertLayer& layer, int64_t expert, AlignedBuffer buffer);  // Loading, under mu_
+  bool make_room(uint64_t bytes, bool spare_protected, RecordBuffer& reuse);
+  Entry& insert(const ExpertLayer& layer, int64_t expert, RecordBuffer buffer);  // Loading, under mu_
   void start_read(const ExpertLayer& layer, int64_t expert, Entry& e, bool urgent);
   void resolve_prefetch(bool used);
   void erase(std::unordered_map<uint64_t, Entry>::iterator it);
@@ -158,6 +159,7 @@ class ExpertCache {
   const CachePolicy policy_;
   mutable std::mutex mu_;
   std::condition_variable landed_;
+  RecordArena arena_;  // before entries_: their buffers return to it
   std::unordered_map<uint64_t, Entry> entries_;
   std::list<uint64_t> lru_;  // front = most recently demanded
   std::unordered_map<uint64_t, uint64_t> demand_;

@@ -54,6 +54,19 @@ void enqueue(Queue& q, Item item, bool urgent) {
   q.insert(it, std::move(item));
 }
 
+// Moves the queued non-urgent request into dst behind the urgent ones.
+template <typename Queue>
+void promote_in(Queue& q, const uint8_t* dst) {
+  for (auto it = q.begin(); it != q.end(); ++it) {
+    if (request_of(*it).urgent || request_of(*it).dst != dst) continue;
+    auto item = std::move(*it);
+    q.erase(it);
+    const_cast<IoRequest&>(request_of(item)).urgent = true;
+    enqueue(q, std::move(item), true);
+    return;
+  }
+}
+
 // Reads the whole request with pread, retrying short reads and EINTR.
 int pread_all(const IoRequest& r) {
   uint64_t done = 0;
@@ -87,6 +100,10 @@ class ThreadedIO : public ExpertIO {
       enqueue(queue_, r, r.urgent);
     }
     cv_.notify_one();
+  }
+  void promote(const uint8_t* dst) override {
+    std::lock_guard lock(mu_);
+    promote_in(queue_, dst);
   }
   IoBackend backend() const override { return backend_; }
 
@@ -150,6 +167,10 @@ class UringIO : public ExpertIO {
     std::lock_guard lock(mu_);
     enqueue(pending_, InFlight{r, 0}, r.urgent);
     submit_pending();
+  }
+  void promote(const uint8_t* dst) override {
+    std::lock_guard lock(mu_);
+    promote_in(pending_, dst);
   }
   IoBackend backend() const override { return IoBackend::Uring; }
 

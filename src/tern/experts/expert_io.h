@@ -47,6 +47,10 @@ class ExpertIO {
   virtual ~ExpertIO() = default;
   // Thread-safe; never waits for the read itself.
   virtual void submit(const IoRequest& request) = 0;
+  // Makes a queued non-urgent read into `dst` urgent (it moves behind the
+  // urgent ones already queued): a prefetch or preload that is now demanded.
+  // A read already on the device, or none into dst, is left as it is.
+  virtual void promote(const uint8_t* dst) = 0;
   virtual IoBackend backend() const = 0;
 };
 

@@ -69,6 +69,8 @@ class ExpertStore {
   // Urgent reads (demand) go ahead of queued non-urgent ones (prefetch).
   void read_async(const ExpertLayer& layer, int64_t expert, uint8_t* dst, ReadDone done, void* context,
                   bool urgent = true);
+  // A queued non-urgent read into dst becomes urgent (ExpertIO::promote).
+  void promote(const uint8_t* dst) { io_->promote(dst); }
   // The blocking form: throws tern::Error on failure.
   void read(const ExpertLayer& layer, int64_t expert, uint8_t* dst);
 
