@@ -45,23 +45,27 @@ RecordBuffer RecordArena::take(size_t bytes) {
     it->second.pop_back();
     return RecordBuffer(this, f.data, bytes, !f.resident);
   }
-  if (chunks_.empty() || chunks_.back().size - bump_ < bytes) {
-    // A new chunk, 2 MiB-aligned so whole huge pages cover it.
-    const size_t size = (std::max(kChunkBytes, bytes) + kHugePage - 1) / kHugePage * kHugePage;
+  Open& open = open_[bytes];
+  if (open.left < bytes) {
+    // A new chunk for records of this size: a whole number of them (no tail
+    // a huge page could back beyond the last record), starting on a 2 MiB
+    // boundary so huge pages cover it.
+    const size_t size = std::max<size_t>(1, kChunkBytes / bytes) * bytes;
     void* p = ::mmap(nullptr, size + kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) throw std::bad_alloc();
     auto* raw = static_cast<uint8_t*>(p);
     auto* base = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(raw) + kHugePage - 1) & ~(kHugePage - 1));
-    // Unmap the unaligned head and tail; keep [base, base + size).
+    // Unmap the unaligned head and the tail; keep [base, base + size).
     if (base > raw) ::munmap(raw, static_cast<size_t>(base - raw));
     const size_t tail = static_cast<size_t>(raw + size + kHugePage - (base + size));
     if (tail > 0) ::munmap(base + size, tail);
     ::madvise(base, size, MADV_HUGEPAGE);  // advice only: without THP, 4 KiB pages
     chunks_.push_back({base, size});
-    bump_ = 0;
+    open = {base, size};
   }
-  uint8_t* data = chunks_.back().base + bump_;
-  bump_ += bytes;
+  uint8_t* data = open.next;
+  open.next += bytes;
+  open.left -= bytes;
   return RecordBuffer(this, data, bytes, true);
 }
 

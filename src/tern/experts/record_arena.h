@@ -69,7 +69,7 @@ class RecordArena {
   // Bytes of address space reserved (chunks), for tests.
   size_t reserved_bytes() const;
 
-  static constexpr size_t kChunkBytes = size_t{64} << 20;
+  static constexpr size_t kChunkBytes = size_t{64} << 20;  // at most; a whole number of records
   static constexpr size_t kHugePage = size_t{2} << 20;
   static constexpr size_t kKeepFreePerSize = 4;  // free buffers of one size kept resident
 
@@ -84,9 +84,13 @@ class RecordArena {
     uint8_t* data;
     bool resident;
   };
+  struct Open {  // the chunk records of one size are carved from
+    uint8_t* next = nullptr;
+    size_t left = 0;
+  };
   mutable std::mutex mu_;
   std::vector<Chunk> chunks_;
-  size_t bump_ = 0;  // used bytes of chunks_.back()
+  std::unordered_map<size_t, Open> open_;
   std::unordered_map<size_t, std::vector<Free>> free_;
 };
 
