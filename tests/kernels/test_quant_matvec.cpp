@@ -28,10 +28,10 @@ using testing::random_floats;
 using testing::same_bits;
 using testing::supported_paths;
 
-constexpr TensorFormat kQuantFormats[] = {TensorFormat::Q8_0, TensorFormat::Q4_0, TensorFormat::MXFP4,
+constexpr TensorFormat kBlockFormats[] = {TensorFormat::Q8_0, TensorFormat::Q4_0, TensorFormat::MXFP4,
                                           TensorFormat::Q4_K, TensorFormat::Q6_K};
 // Rows: not multiples of the 8-row tile (1, 3, 17, 67).
-constexpr int64_t kRows[] = {1, 3, 17, 67};
+constexpr int64_t kQuantRows[] = {1, 3, 17, 67};
 
 // Column counts: whole blocks, but not multiples of 64/128/512 where possible.
 std::vector<int64_t> cols_for(TensorFormat f) {
@@ -101,8 +101,8 @@ std::vector<float> run_matmul(const WeightView& w, const std::vector<float>& X, 
 TEST(KernelsQuant, MatvecMatchesFloat64OfDequantizedWeightsWithinActivationQuantizationError) {
   for (KernelPath path : supported_paths()) {
     ScopedKernelPath scoped(path);
-    for (TensorFormat f : kQuantFormats)
-      for (int64_t rows : kRows)
+    for (TensorFormat f : kBlockFormats)
+      for (int64_t rows : kQuantRows)
         for (int64_t cols : cols_for(f)) {
           QuantWeights w = make_quant_weights(f, rows, cols, static_cast<uint32_t>(rows * 131 + cols));
           std::vector<float> x = make_activations(cols, 5);
@@ -140,8 +140,8 @@ TEST(KernelsQuant, MatvecMatchesFloat64OfDequantizedWeightsWithinActivationQuant
 TEST(KernelsQuant, MatvecMatchesFloat64OfDequantizedWeightsAndActivationsTightly) {
   for (KernelPath path : supported_paths()) {
     ScopedKernelPath scoped(path);
-    for (TensorFormat f : kQuantFormats)
-      for (int64_t rows : kRows)
+    for (TensorFormat f : kBlockFormats)
+      for (int64_t rows : kQuantRows)
         for (int64_t cols : cols_for(f)) {
           QuantWeights w = make_quant_weights(f, rows, cols, static_cast<uint32_t>(rows * 7 + cols));
           std::vector<float> x = make_activations(cols, 9);
@@ -173,7 +173,7 @@ TEST(KernelsQuant, MatvecMatchesFloat64OfDequantizedWeightsAndActivationsTightly
 TEST(KernelsQuant, MatvecEqualsQuantReferenceDotBitForBitOnEveryPath) {
   for (KernelPath path : supported_paths()) {
     ScopedKernelPath scoped(path);
-    for (TensorFormat f : kQuantFormats)
+    for (TensorFormat f : kBlockFormats)
       for (int64_t rows : {int64_t{3}, int64_t{17}})
         for (int64_t cols : cols_for(f)) {
           QuantWeights w = make_quant_weights(f, rows, cols, static_cast<uint32_t>(cols + 1));
@@ -193,8 +193,8 @@ TEST(KernelsQuant, MatvecEqualsQuantReferenceDotBitForBitOnEveryPath) {
 
 TEST(KernelsQuant, SimdPathsMatchPortableBitForBit) {
   if (testing::simd_paths().empty()) GTEST_SKIP() << "no SIMD path on this CPU";
-  for (TensorFormat f : kQuantFormats)
-    for (int64_t rows : kRows)
+  for (TensorFormat f : kBlockFormats)
+    for (int64_t rows : kQuantRows)
       for (int64_t cols : cols_for(f)) {
         QuantWeights w = make_quant_weights(f, rows, cols, static_cast<uint32_t>(rows + cols * 3));
         const int64_t n = 5;
@@ -222,7 +222,7 @@ TEST(KernelsQuant, SimdPathsMatchPortableBitForBit) {
 TEST(KernelsQuant, SimdPathsMatchPortableOnArbitraryBlockBytes) {
   if (testing::simd_paths().empty()) GTEST_SKIP() << "no SIMD path on this CPU";
   std::mt19937 rng(11);
-  for (TensorFormat f : kQuantFormats) {
+  for (TensorFormat f : kBlockFormats) {
     const int64_t rows = 37, cols = format_info(f).block_elements == 32 ? 32 * 7 : 256 * 2, n = 3;
     const int64_t rb = row_bytes(f, cols), block = format_info(f).block_bytes;
     std::vector<uint8_t> bytes(static_cast<size_t>(rb * rows));
@@ -272,7 +272,7 @@ TEST(KernelsQuant, SimdPathsMatchPortableOnArbitraryBlockBytes) {
 TEST(KernelsQuant, RowKernelsOnArbitraryRowRangesMatchPortable) {
   const detail::QuantKernels* simd[] = {detail::avx2_quant_kernels(), detail::avx512_quant_kernels()};
   const KernelPath simd_path[] = {KernelPath::Avx2, KernelPath::Avx512};
-  for (TensorFormat f : kQuantFormats) {
+  for (TensorFormat f : kBlockFormats) {
     const int64_t rows = 91, cols = format_info(f).block_elements == 32 ? 32 * 11 : 256 * 3;
     QuantWeights w = make_quant_weights(f, rows, cols, 5);
     const detail::RowsRef ref{w.bytes.data(), f, row_bytes(f, cols), cols};
@@ -338,7 +338,7 @@ TEST(KernelsQuant, ResultsAreBitIdenticalForAnyThreadCount) {
   ThreadPool pool2(2), pool3(3);
   for (KernelPath path : supported_paths()) {
     ScopedKernelPath scoped(path);
-    for (TensorFormat f : kQuantFormats) {
+    for (TensorFormat f : kBlockFormats) {
       const int64_t cols = format_info(f).block_elements == 32 ? 2880 : 256 * 9;
       for (int64_t rows : {int64_t{67}, int64_t{203}}) {
         QuantWeights w = make_quant_weights(f, rows, cols, static_cast<uint32_t>(rows));
@@ -360,7 +360,7 @@ TEST(KernelsQuant, MatmulEqualsRepeatedMatvecBitForBit) {
   ThreadPool pool(2);
   for (KernelPath path : supported_paths()) {
     ScopedKernelPath scoped(path);
-    for (TensorFormat f : kQuantFormats) {
+    for (TensorFormat f : kBlockFormats) {
       const int64_t cols = format_info(f).block_elements == 32 ? 32 * 9 : 256 * 3;
       const int64_t rows = 17;
       QuantWeights w = make_quant_weights(f, rows, cols, 77);
@@ -390,7 +390,7 @@ TEST(KernelsQuant, BlockSizeMismatchIsAClearError) {
 }
 
 TEST(KernelsQuant, DequantizeRowAndRowBytesHandleBlockFormats) {
-  for (TensorFormat f : kQuantFormats) {
+  for (TensorFormat f : kBlockFormats) {
     EXPECT_TRUE(weight_format_supported(f)) << format_name(f);
     const int64_t cols = format_info(f).block_elements == 32 ? 32 * 9 : 256 * 3;
     QuantWeights w = make_quant_weights(f, 5, cols, 3);

@@ -25,7 +25,7 @@ struct Format {
   int64_t block_elements, block_bytes;
 };
 
-const Format kFormats[] = {
+const Format kSimdFormats[] = {
     {"q8_0", quant_detail::quantize_row_q8_0_portable, quant_detail::quantize_row_q8_0_avx2, 32, 34},
     {"q4_k", quant_detail::quantize_row_q4_k_portable, quant_detail::quantize_row_q4_k_avx2, 256, 144},
 };
@@ -65,7 +65,7 @@ std::vector<std::vector<float>> test_rows(int64_t n) {
 
 TEST(QuantizeSimd, Avx2QuantizersWriteThePortableBytes) {
   if (!kernel_path_supported(KernelPath::Avx2)) GTEST_SKIP() << "this CPU has no AVX2";
-  for (const Format& f : kFormats) {
+  for (const Format& f : kSimdFormats) {
     for (int64_t n : {f.block_elements, 4 * f.block_elements, int64_t{2048}}) {
       const auto rows = test_rows(n);
       int compared = 0;

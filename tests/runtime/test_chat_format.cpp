@@ -15,8 +15,12 @@
 #include "tern/runtime/harmony.h"
 #include "tern/tokenizer/synthetic.h"
 #include "tern/tokenizer/tokenizer.h"
+#include "support/tokenizers.h"
 
 namespace tern {
+
+using testing::qwen3_tokenizer;
+
 namespace {
 
 // GPT-OSS's added tokens in id order (199998..200018), all special.
@@ -39,11 +43,6 @@ const Tokenizer& harmony_tokenizer() {
     j["added_tokens"] = added;
     return Tokenizer::from_json_text(j.dump(), "harmony test tokenizer");
   }();
-  return tokenizer;
-}
-
-const Tokenizer& qwen3_tokenizer() {
-  static const Tokenizer tokenizer = Tokenizer::from_json_text(build_synthetic_tokenizer().tokenizer_json);
   return tokenizer;
 }
 

@@ -6,8 +6,12 @@
 #include "tern/runtime/chat_format.h"
 #include "tern/tokenizer/synthetic.h"
 #include "tern/tokenizer/tokenizer.h"
+#include "support/tokenizers.h"
 
 namespace tern {
+
+using testing::qwen3_tokenizer;
+
 namespace {
 
 TEST(ChatTemplate, RendersQwen3ChatMl) {
@@ -29,12 +33,6 @@ TEST(ChatTemplate, EarlierAssistantTurnsLoseTheirThinking) {
 TEST(ChatTemplate, RejectsUnknownRolesAndLateSystem) {
   EXPECT_THROW(render_chatml({{"robot", "x"}}), Error);
   EXPECT_THROW(render_chatml({{"user", "x"}, {"system", "y"}}), Error);
-}
-
-// The synthetic test tokenizer has Qwen3's added tokens (<|im_end|>, <think>, ...).
-const Tokenizer& qwen3_tokenizer() {
-  static const Tokenizer tokenizer = Tokenizer::from_json_text(build_synthetic_tokenizer().tokenizer_json);
-  return tokenizer;
 }
 
 struct Reply {
