@@ -68,6 +68,7 @@ void add_generate_command(CLI::App& app) {
       }
       std::fputc('\n', stdout);
     }
+    std::fflush(stdout);  // the text before the statistics (stderr) also when stdout is a pipe
     if (f->engine.stats) fmt::print(stderr, "{}\n", stats.summary());
   });
 }

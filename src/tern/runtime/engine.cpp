@@ -322,12 +322,13 @@ std::string GenerationStats::summary() const {
   const double mib_per_token = total ? static_cast<double>(bytes_read) / (1 << 20) / static_cast<double>(total) : 0;
   return fmt::format(
       "prefill: {} tokens, {:.2f} tok/s | decode: {} tokens, {:.2f} tok/s | time to first token {:.3f}s\n"
-      "experts: {} needed, hit rate {:.1f}% ({} hits, {} misses), read {} ({:.2f} MiB/token); reads in flight {:.2f}s\n"
+      "experts: {} token-expert pairs in {} cache lookups (one per expert per forward step), hit rate {:.1f}% "
+      "({} hits, {} misses), read {} ({:.2f} MiB/token); reads in flight {:.2f}s\n"
       "decode: waiting for reads {:.0f}% of the time, recall {:.1f}% ({:.1f}% cache + {:.1f}% prefetch), "
       "lookahead predicted {:.1f}% of the experts one layer ahead, prefetch waste {:.2f} bytes per useful byte\n"
       "memory: peak RSS {} (trunk {}, KV {}, expert cache budget {})",
       prompt_tokens, prefill_seconds > 0 ? prompt_tokens / prefill_seconds : 0, generated_tokens, decode_tps,
-      time_to_first_token, experts_needed,
+      time_to_first_token, experts_needed, cache_lookups,
       cache_lookups ? 100.0 * static_cast<double>(cache_hits) / static_cast<double>(cache_lookups) : 0.0,
       cache_hits, cache_misses, format_bytes(bytes_read), mib_per_token, read_seconds, 100 * io_stall_fraction,
       100 * prefetch_recall, 100 * recall_cache_hits, 100 * recall_prefetch_hits, 100 * prediction_recall,
