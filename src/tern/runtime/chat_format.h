@@ -22,6 +22,18 @@ struct ToolCall {
   std::string arguments;  // JSON text, e.g. {"city": "Paris"}
 };
 
+// A function the model may call (OpenAI's tools[i] with type "function").
+struct ToolDefinition {
+  std::string name;
+  std::string description = {};
+  // The JSON Schema of the arguments as the client sent it (an object), key
+  // order kept; empty when the tool takes none.
+  std::string parameters = {};
+  // The whole tools[i] object as the client sent it, key order kept (Qwen3's
+  // template renders it with |tojson).
+  std::string json = {};
+};
+
 // One message of a conversation, in OpenAI's terms.
 struct ChatMessage {
   std::string role;                       // system | developer | user | assistant | tool
@@ -36,6 +48,7 @@ struct ChatFormatOptions {
   bool enable_thinking = true;              // Qwen3: false adds an empty <think> block
   std::string reasoning_effort = "medium";  // harmony: low | medium | high
   std::string date = {};                    // harmony "Current date:", YYYY-MM-DD; empty = today (local time)
+  std::vector<ToolDefinition> tools = {};   // functions offered to the model (rendered as its template does)
 };
 
 // Something the output parser recognised in a reply.
