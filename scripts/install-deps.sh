@@ -6,7 +6,7 @@ set -euo pipefail
 PACKAGES=(
   build-essential cmake ninja-build pkg-config git
   nlohmann-json3-dev libcli11-dev libfmt-dev libxxhash-dev libpcre2-dev
-  libutf8proc-dev libgtest-dev libgmock-dev libbenchmark-dev liburing-dev
+  libutf8proc-dev libcpp-httplib-dev libgtest-dev libgmock-dev libbenchmark-dev liburing-dev
   python3 python3-numpy python3-torch libopenblas0-pthread nodejs npm
   clang libclang-rt-14-dev
 )

@@ -18,5 +18,6 @@ void add_quantize_command(CLI::App& app);
 void add_compare_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
 void add_trace_command(CLI::App& app);
+void add_serve_command(CLI::App& app);
 
 }  // namespace tern::cli

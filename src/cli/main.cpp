@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
   tern::cli::add_compare_command(app);
   tern::cli::add_bench_command(app);
   tern::cli::add_trace_command(app);
+  tern::cli::add_serve_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -94,6 +94,31 @@ TEST(Sampler, RejectsInvalidOptions) {
   EXPECT_THROW(Sampler({.top_p = 0.0f}), Error);
   EXPECT_THROW(Sampler({.min_p = 1.0f}), Error);
   EXPECT_THROW(Sampler({.repetition_penalty = 0.0f}), Error);
+  EXPECT_THROW(Sampler({.presence_penalty = 2.5f}), Error);
+  EXPECT_THROW(Sampler({.frequency_penalty = -3.0f}), Error);
+}
+
+// OpenAI's penalties count the tokens this sampler drew (not the prompt):
+// logit -= frequency * count + presence * (count > 0).
+TEST(Sampler, PresenceAndFrequencyPenaltiesCountDrawnTokens) {
+  const std::vector<float> base = {1.0f, 0.9f, 0.5f, 0.0f};
+  auto draws = [&](SamplerOptions o, int n) {
+    Sampler s(o);
+    std::vector<int32_t> out;
+    const std::vector<int32_t> prompt = {1, 1, 1};  // never penalised by these two
+    for (int i = 0; i < n; ++i) {
+      std::vector<float> l = base;
+      out.push_back(s.sample(l, prompt));
+    }
+    return out;
+  };
+  EXPECT_EQ(draws({.greedy = true}, 3), (std::vector<int32_t>{0, 0, 0}));
+  // presence 0.2: token 0 drops to 0.8 after its first draw, below token 1 (0.9);
+  // then token 1 drops to 0.7, and token 0 (0.8) leads again: it alternates.
+  EXPECT_EQ(draws({.greedy = true, .presence_penalty = 0.2f}, 4), (std::vector<int32_t>{0, 1, 0, 0}));
+  // frequency 0.3: 1.0 -> 0.7 after one draw of 0, so 1 (0.9) leads; 0.9 -> 0.6, 0 (0.7) leads;
+  // then 0 at 0.4 and 1 at 0.6: 1.
+  EXPECT_EQ(draws({.greedy = true, .frequency_penalty = 0.3f}, 4), (std::vector<int32_t>{0, 1, 0, 1}));
 }
 
 }  // namespace

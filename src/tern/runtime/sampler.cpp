@@ -22,9 +22,22 @@ Sampler::Sampler(SamplerOptions options) : options_(options), rng_(options.seed)
   if (options_.min_p < 0 || options_.min_p >= 1) fail("min-p must be in [0, 1), got {}", options_.min_p);
   if (options_.top_k < 0) fail("top-k must be >= 0, got {}", options_.top_k);
   if (options_.repetition_penalty <= 0) fail("repetition penalty must be > 0, got {}", options_.repetition_penalty);
+  if (!(std::abs(options_.presence_penalty) <= 2)) fail("presence penalty must be in [-2, 2], got {}", options_.presence_penalty);
+  if (!(std::abs(options_.frequency_penalty) <= 2))
+    fail("frequency penalty must be in [-2, 2], got {}", options_.frequency_penalty);
 }
 
 int32_t Sampler::sample(std::span<float> logits, std::span<const int32_t> context) {
+  const int32_t id = draw(logits, context);
+  if (options_.presence_penalty != 0.0f || options_.frequency_penalty != 0.0f) {
+    auto it = std::find_if(drawn_.begin(), drawn_.end(), [&](const auto& d) { return d.first == id; });
+    if (it == drawn_.end()) drawn_.push_back({id, 1});
+    else ++it->second;
+  }
+  return id;
+}
+
+int32_t Sampler::draw(std::span<float> logits, std::span<const int32_t> context) {
   // Weights from a corrupt (or hostile) file can give NaN or infinite logits.
   // NaN is never sampled and +inf is the largest float, so the candidate
   // order below stays a strict weak order (std::sort needs one) and the
@@ -44,6 +57,12 @@ int32_t Sampler::sample(std::span<float> logits, std::span<const int32_t> contex
       float& l = logits[static_cast<size_t>(id)];
       l = l > 0 ? l / options_.repetition_penalty : l * options_.repetition_penalty;
     }
+  }
+  for (const auto& [id, count] : drawn_) {
+    if (id < 0 || static_cast<size_t>(id) >= logits.size()) continue;
+    float& l = logits[static_cast<size_t>(id)];
+    if (l > -std::numeric_limits<float>::infinity())
+      l -= options_.frequency_penalty * static_cast<float>(count) + options_.presence_penalty;
   }
   if (options_.greedy || options_.temperature == 0.0f) return argmax(logits);
 
