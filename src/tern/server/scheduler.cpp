@@ -283,6 +283,13 @@ void Scheduler::step() {
       finish(*s, FinishCause::Error, e.what());
       continue;
     }
+    if (!r.forced_reply.empty()) {
+      if (s->generated >= static_cast<int64_t>(r.forced_reply.size())) {
+        finish(*s, FinishCause::Stop);
+        continue;
+      }
+      next = r.forced_reply[static_cast<size_t>(s->generated)];
+    }
     ++s->generated;
     ++decoded;
     if (s->generated == 1) {

@@ -46,6 +46,9 @@ struct GenerationRequest {
   int64_t max_tokens = 256;
   SamplerOptions sampling;
   std::vector<int32_t> stop_tokens;
+  // Tests only (`tern serve --force-reply`): these tokens are the reply, as
+  // if sampled (each is still fed through the model); it ends after them.
+  std::vector<int32_t> forced_reply;
   // Called on the scheduler thread for each sampled token (a stop token
   // included); return false to end the request there (a stop string
   // matched). Keep it short: every request in the batch waits for it.
