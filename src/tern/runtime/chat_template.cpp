@@ -1,8 +1,17 @@
 #include "tern/runtime/chat_template.h"
 
 #include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <optional>
+#include <string_view>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "tern/core/error.h"
+#include "tern/core/json.h"
 #include "tern/tokenizer/stream_decoder.h"
 #include "tern/tokenizer/tokenizer.h"
 
@@ -17,15 +26,209 @@ std::string strip_thinking(const std::string& content) {
   return rest.substr(i);
 }
 
-std::string render_chatml(const std::vector<ChatMessage>& messages, const ChatFormatOptions& options) {
+namespace {
+
+using ordered_json = nlohmann::ordered_json;
+
+// Python's str.lstrip('\n'), rstrip('\n'), strip('\n').
+std::string lstrip_newlines(std::string s) {
+  s.erase(0, std::min(s.find_first_not_of('\n'), s.size()));
+  return s;
+}
+std::string rstrip_newlines(std::string s) {
+  const size_t last = s.find_last_not_of('\n');
+  s.erase(last == std::string::npos ? 0 : last + 1);
+  return s;
+}
+std::string strip_newlines(std::string s) { return lstrip_newlines(rstrip_newlines(std::move(s))); }
+
+void dump_python_string(const std::string& s, std::string& out) {
+  out += '"';
+  for (const char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      case '\b': out += "\\b"; break;
+      case '\f': out += "\\f"; break;
+      default:
+        if (c < 0x20) out += fmt::format("\\u{:04x}", c);
+        else out += ch;  // ensure_ascii=False: UTF-8 as it is
+    }
+  }
+  out += '"';
+}
+
+// Python's repr(float): the shortest digits that read back as `d`, in fixed
+// notation with at least one decimal when the decimal point falls between
+// 10^-4 and 10^16, else d[.ddd]e±XX.
+std::string python_float(double d) {
+  if (std::isnan(d)) return "NaN";
+  if (std::isinf(d)) return d < 0 ? "-Infinity" : "Infinity";
+  char buf[64];
+  const auto r = std::to_chars(buf, buf + sizeof buf, d, std::chars_format::scientific);
+  std::string_view s(buf, static_cast<size_t>(r.ptr - buf));  // e.g. -1.2345e+17
   std::string out;
+  if (s.front() == '-') {
+    out += '-';
+    s.remove_prefix(1);
+  }
+  const size_t e = s.find('e');
+  std::string digits;
+  for (char c : s.substr(0, e))
+    if (c != '.') digits += c;
+  const int exponent = std::stoi(std::string(s.substr(e + 1)));
+  const int point = exponent + 1;  // digits are 0.DIGITS x 10^point
+  const int n = static_cast<int>(digits.size());
+  if (point > -4 && point <= 16) {
+    if (point <= 0) out += "0." + std::string(static_cast<size_t>(-point), '0') + digits;
+    else if (point >= n) out += digits + std::string(static_cast<size_t>(point - n), '0') + ".0";
+    else out += digits.substr(0, static_cast<size_t>(point)) + "." + digits.substr(static_cast<size_t>(point));
+  } else {
+    out += digits.substr(0, 1);
+    if (n > 1) out += "." + digits.substr(1);
+    out += fmt::format("e{}{:02d}", exponent < 0 ? '-' : '+', std::abs(exponent));
+  }
+  return out;
+}
+
+void dump_python(const ordered_json& v, std::string& out) {
+  switch (v.type()) {
+    case ordered_json::value_t::object: {
+      out += '{';
+      bool first = true;
+      for (const auto& [key, value] : v.items()) {
+        if (!first) out += ", ";
+        first = false;
+        dump_python_string(key, out);
+        out += ": ";
+        dump_python(value, out);
+      }
+      out += '}';
+      break;
+    }
+    case ordered_json::value_t::array: {
+      out += '[';
+      for (size_t i = 0; i < v.size(); ++i) {
+        if (i) out += ", ";
+        dump_python(v[i], out);
+      }
+      out += ']';
+      break;
+    }
+    case ordered_json::value_t::string: dump_python_string(v.get_ref<const std::string&>(), out); break;
+    case ordered_json::value_t::boolean: out += v.get<bool>() ? "true" : "false"; break;
+    case ordered_json::value_t::number_integer: out += std::to_string(v.get<int64_t>()); break;
+    case ordered_json::value_t::number_unsigned: out += std::to_string(v.get<uint64_t>()); break;
+    case ordered_json::value_t::number_float: out += python_float(v.get<double>()); break;
+    default: out += "null"; break;  // null, discarded, binary
+  }
+}
+
+ordered_json parse_ordered(const std::string& text, std::string_view what) {
+  check_json_depth(text, what);
+  ordered_json j = ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) fail("{}: invalid JSON", what);
+  return j;
+}
+
+// A tool as the template's `tool | tojson` writes it: the object the client
+// sent, or, when only its parts are known, {"type": "function", "function": {...}}.
+std::string tool_json(const ToolDefinition& tool) {
+  const std::string what = fmt::format("tool '{}'", tool.name);
+  if (!tool.json.empty()) return python_json_dumps(parse_ordered(tool.json, what));
+  ordered_json function = ordered_json::object();
+  function["name"] = tool.name;
+  if (!tool.description.empty()) function["description"] = tool.description;
+  if (!tool.parameters.empty()) function["parameters"] = parse_ordered(tool.parameters, what);
+  ordered_json j = ordered_json::object();
+  j["type"] = "function";
+  j["function"] = std::move(function);
+  return python_json_dumps(j);
+}
+
+}  // namespace
+
+std::string python_json_dumps(const nlohmann::ordered_json& value) {
+  std::string out;
+  dump_python(value, out);
+  return out;
+}
+
+// Follows Qwen3's chat template (src/tern/tokenizer/qwen3_chat_template.h)
+// step by step; its Jinja is quoted where the rendering is not obvious.
+std::string render_chatml(const std::vector<ChatMessage>& messages, const ChatFormatOptions& options) {
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const auto& r = messages[i].role;
+    if (r != "system" && r != "user" && r != "assistant" && r != "tool")
+      fail("unsupported chat role '{}' (use system, user, assistant or tool)", r);
+    if (r == "system" && i != 0) fail("a system message must come first");
+  }
+  const bool has_system = !messages.empty() && messages[0].role == "system";
+  std::string out;
+  if (!options.tools.empty()) {
+    out += "<|im_start|>system\n";
+    if (has_system) out += messages[0].content + "\n\n";
+    out +=
+        "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+        "You are provided with function signatures within <tools></tools> XML tags:\n<tools>";
+    for (const auto& tool : options.tools) out += "\n" + tool_json(tool);
+    out +=
+        "\n</tools>\n\nFor each function call, return a json object with function name and arguments within "
+        "<tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": "
+        "<args-json-object>}\n</tool_call><|im_end|>\n";
+  } else if (has_system) {
+    out += "<|im_start|>system\n" + messages[0].content + "<|im_end|>\n";
+  }
+  // The last user message that is not a tool response: assistant turns after
+  // it are steps of the current turn and keep their reasoning.
+  size_t last_query = messages.empty() ? 0 : messages.size() - 1;
+  for (size_t i = messages.size(); i-- > 0;) {
+    const auto& m = messages[i];
+    if (m.role == "user" && !(m.content.starts_with("<tool_response>") && m.content.ends_with("</tool_response>"))) {
+      last_query = i;
+      break;
+    }
+  }
   for (size_t i = 0; i < messages.size(); ++i) {
     const auto& m = messages[i];
-    if (m.role != "system" && m.role != "user" && m.role != "assistant")
-      fail("unsupported chat role '{}' (use system, user or assistant)", m.role);
-    if (m.role == "system" && i != 0) fail("a system message must come first");
-    std::string content = m.role == "assistant" ? strip_thinking(m.content) : m.content;
-    out += "<|im_start|>" + m.role + "\n" + content + "<|im_end|>\n";
+    const bool last = i + 1 == messages.size();
+    if (m.role == "user") {
+      out += "<|im_start|>user\n" + m.content + "<|im_end|>\n";
+    } else if (m.role == "assistant") {
+      // reasoning_content if given, else the content's <think>…</think>:
+      //   content = content.split('</think>')[-1].lstrip('\n')
+      //   reasoning = content.split('</think>')[0].rstrip('\n').split('<think>')[-1].lstrip('\n')
+      std::string content = m.content, reasoning = m.reasoning;
+      if (reasoning.empty()) {
+        if (const size_t first_close = m.content.find("</think>"); first_close != std::string::npos) {
+          content = lstrip_newlines(m.content.substr(m.content.rfind("</think>") + 8));
+          std::string before = rstrip_newlines(m.content.substr(0, first_close));
+          if (const size_t open = before.rfind("<think>"); open != std::string::npos) before.erase(0, open + 7);
+          reasoning = lstrip_newlines(std::move(before));
+        }
+      }
+      out += "<|im_start|>assistant\n";
+      if (i > last_query && (last || !reasoning.empty()))
+        out += "<think>\n" + strip_newlines(reasoning) + "\n</think>\n\n" + lstrip_newlines(content);
+      else
+        out += content;
+      for (size_t k = 0; k < m.tool_calls.size(); ++k) {
+        if (k > 0 || !content.empty()) out += "\n";
+        // A string of arguments is written as it is.
+        out += "<tool_call>\n{\"name\": \"" + m.tool_calls[k].name + "\", \"arguments\": " + m.tool_calls[k].arguments +
+               "}\n</tool_call>";
+      }
+      out += "<|im_end|>\n";
+    } else if (m.role == "tool") {  // consecutive tool results: one user turn
+      if (i == 0 || messages[i - 1].role != "tool") out += "<|im_start|>user";
+      out += "\n<tool_response>\n" + m.content + "\n</tool_response>";
+      if (last || messages[i + 1].role != "tool") out += "<|im_end|>\n";
+    }
+    // system: the first message only, rendered above.
   }
   if (options.add_generation_prompt) {
     out += "<|im_start|>assistant\n";
@@ -36,34 +239,81 @@ std::string render_chatml(const std::vector<ChatMessage>& messages, const ChatFo
 
 namespace {
 
-// Reply: optional "<think>" reasoning "</think>", then the answer, then a stop.
+// The JSON of a <tool_call> block, {"name": "...", "arguments": {...}} (or
+// arguments as a string of a JSON object); nullopt when it is anything else.
+std::optional<ToolCall> parse_tool_call(const std::string& text) {
+  try {
+    check_json_depth(text, "tool call");  // dump recurses once per level
+    const ordered_json j = ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded() || !j.is_object()) return std::nullopt;
+    const auto name = j.find("name");
+    if (name == j.end() || !name->is_string() || name->get_ref<const std::string&>().empty()) return std::nullopt;
+    const auto args = j.find("arguments");
+    if (args == j.end()) return std::nullopt;
+    ordered_json arguments;
+    if (args->is_object()) {
+      arguments = *args;
+    } else if (args->is_string()) {
+      const std::string& inner = args->get_ref<const std::string&>();
+      check_json_depth(inner, "tool call arguments");
+      arguments = ordered_json::parse(inner, nullptr, /*allow_exceptions=*/false);
+      if (arguments.is_discarded() || !arguments.is_object()) return std::nullopt;
+    } else {
+      return std::nullopt;
+    }
+    return ToolCall{name->get<std::string>(), arguments.dump(-1, ' ', false, ordered_json::error_handler_t::replace)};
+  } catch (const std::exception&) {  // too deep; nothing else throws
+    return std::nullopt;
+  }
+}
+
+// Reply: optional "<think>" reasoning "</think>", then the answer and/or tool
+// calls "<tool_call>\n{json}\n</tool_call>" (newline-separated), then a stop.
+// Whitespace that only separates a call from the text before it, from
+// another call or from the end of the reply is markup, not answer text. A
+// call that does not parse, or is still open at the end, is answer text,
+// markup included.
 class ChatmlParser final : public ChatOutputParser {
  public:
-  ChatmlParser(const Tokenizer& tokenizer, std::vector<int32_t> stops, int32_t think_open,
-               int32_t think_close, bool thinking)
-      : tokenizer_(tokenizer), decoder_(tokenizer), stops_(std::move(stops)), think_open_(think_open),
-        think_close_(think_close), may_think_(thinking) {}
+  struct Ids {
+    int32_t think_open = -1, think_close = -1, call_open = -1, call_close = -1;
+  };
+
+  ChatmlParser(const Tokenizer& tokenizer, std::vector<int32_t> stops, Ids ids, bool thinking)
+      : tokenizer_(tokenizer), decoder_(tokenizer), stops_(std::move(stops)), ids_(ids), may_think_(thinking) {}
 
   std::vector<ChatEvent> push(int32_t id) override {
     std::vector<ChatEvent> events;
     if (done()) return events;
     if (std::find(stops_.begin(), stops_.end(), id) != stops_.end()) {
-      flush(events);
-      finish_ = FinishReason::Stop;
+      end_reply(events);
+      finish_ = reply_.tool_calls.empty() ? FinishReason::Stop : FinishReason::ToolCalls;
       events.push_back({ChatEvent::Kind::End});
       return events;
     }
-    if (id == think_open_ && may_think_ && !thinking_) {  // only before any answer text
+    if (id == ids_.think_open && may_think_ && !thinking_) {  // only before any answer text
       thinking_ = true;
       may_think_ = false;
       skip_newlines_ = true;
       return events;
     }
-    if (id == think_close_ && thinking_) {
+    if (id == ids_.think_close && thinking_) {
       flush(events);
       thinking_ = false;
       while (!reply_.reasoning.empty() && reply_.reasoning.back() == '\n') reply_.reasoning.pop_back();
       skip_newlines_ = true;
+      return events;
+    }
+    if (id == ids_.call_open && !thinking_ && !in_call_) {
+      flush(events);  // a character split before the call is answer text
+      in_call_ = true;
+      may_think_ = false;
+      skip_newlines_ = false;
+      return events;
+    }
+    if (id == ids_.call_close && in_call_) {
+      flush(events);
+      close_call(/*closed=*/true, events);
       return events;
     }
     if (!tokenizer_.has_token(id) || tokenizer_.is_special(id)) return events;  // stray control token
@@ -73,12 +323,35 @@ class ChatmlParser final : public ChatOutputParser {
 
   std::vector<ChatEvent> finish() override {
     std::vector<ChatEvent> events;
-    if (!done()) flush(events);
+    if (!done()) end_reply(events);
     return events;
   }
 
  private:
   void flush(std::vector<ChatEvent>& events) { emit(decoder_.flush(), events); }
+
+  // The reply ends: held-back text goes out, an open call as answer text.
+  void end_reply(std::vector<ChatEvent>& events) {
+    flush(events);
+    if (in_call_) close_call(/*closed=*/false, events);
+    if (!after_call_ && !held_.empty()) append_content(std::move(held_), events);
+    held_.clear();
+  }
+
+  void close_call(bool closed, std::vector<ChatEvent>& events) {
+    in_call_ = false;
+    std::string text = std::move(call_text_);
+    call_text_.clear();
+    std::optional<ToolCall> call = closed ? parse_tool_call(text) : std::nullopt;
+    if (!call) {  // fail closed: the block is answer text as written
+      content("<tool_call>" + text + (closed ? "</tool_call>" : ""), events);
+      return;
+    }
+    held_.clear();  // the newline before a call is markup
+    after_call_ = true;
+    events.push_back({ChatEvent::Kind::ToolCall, call->arguments, call->name});
+    reply_.tool_calls.push_back(std::move(*call));
+  }
 
   void emit(std::string text, std::vector<ChatEvent>& events) {
     if (skip_newlines_) {  // "<think>\n" and "</think>\n\n" are markup, as Qwen3's template treats them
@@ -90,22 +363,51 @@ class ChatmlParser final : public ChatOutputParser {
     }
     if (text.empty()) return;
     may_think_ = false;
-    if (thinking_) {
+    if (in_call_) {
+      call_text_ += text;
+    } else if (thinking_) {
       reply_.reasoning += text;
       events.push_back({ChatEvent::Kind::Reasoning, std::move(text)});
     } else {
-      reply_.content += text;
-      events.push_back({ChatEvent::Kind::Content, std::move(text)});
+      content(std::move(text), events);
     }
+  }
+
+  // Answer text. Trailing whitespace is held back until it is known not to
+  // separate the text from a tool call (only when the tokenizer has those).
+  void content(std::string text, std::vector<ChatEvent>& events) {
+    if (ids_.call_open < 0) return append_content(std::move(text), events);
+    const size_t last = text.find_last_not_of(" \t\r\n");
+    if (last == std::string::npos) {
+      held_ += text;
+      return;
+    }
+    // Whitespace after a call goes before text that follows, unless no text
+    // came before the call (then it separates the text from nothing).
+    std::string out = after_call_ && reply_.content.empty() ? std::string() : std::move(held_);
+    out.append(text, 0, last + 1);
+    held_.assign(text, last + 1);
+    after_call_ = false;
+    append_content(std::move(out), events);
+  }
+
+  void append_content(std::string text, std::vector<ChatEvent>& events) {
+    if (text.empty()) return;
+    reply_.content += text;
+    events.push_back({ChatEvent::Kind::Content, std::move(text)});
   }
 
   const Tokenizer& tokenizer_;
   StreamDecoder decoder_;
   std::vector<int32_t> stops_;
-  int32_t think_open_, think_close_;
+  Ids ids_;
   bool may_think_;
   bool thinking_ = false;
   bool skip_newlines_ = false;
+  bool in_call_ = false;     // between <tool_call> and </tool_call>
+  std::string call_text_;    // the open call's text
+  std::string held_;         // answer whitespace not yet emitted
+  bool after_call_ = false;  // no answer text since the last call
 };
 
 class ChatmlFormat final : public ChatFormat {
@@ -116,8 +418,11 @@ class ChatmlFormat final : public ChatFormat {
     stops_.push_back(im_end);
     for (int32_t id : model_stops)
       if (std::find(stops_.begin(), stops_.end(), id) == stops_.end()) stops_.push_back(id);
-    think_open_ = tokenizer.token_id("<think>");
-    think_close_ = tokenizer.token_id("</think>");
+    ids_.think_open = tokenizer.token_id("<think>");
+    ids_.think_close = tokenizer.token_id("</think>");
+    ids_.call_open = tokenizer.token_id("<tool_call>");
+    ids_.call_close = tokenizer.token_id("</tool_call>");
+    if (ids_.call_open < 0 || ids_.call_close < 0) ids_.call_open = ids_.call_close = -1;
   }
 
   std::string_view name() const override { return "qwen3-chatml"; }
@@ -126,14 +431,14 @@ class ChatmlFormat final : public ChatFormat {
   }
   const std::vector<int32_t>& stop_tokens() const override { return stops_; }
   std::unique_ptr<ChatOutputParser> make_parser(const ChatFormatOptions& options) const override {
-    return std::make_unique<ChatmlParser>(tokenizer_, stops_, think_open_, think_close_,
-                                          options.enable_thinking && think_open_ >= 0 && think_close_ >= 0);
+    return std::make_unique<ChatmlParser>(tokenizer_, stops_, ids_,
+                                          options.enable_thinking && ids_.think_open >= 0 && ids_.think_close >= 0);
   }
 
  private:
   const Tokenizer& tokenizer_;
   std::vector<int32_t> stops_;
-  int32_t think_open_ = -1, think_close_ = -1;
+  ChatmlParser::Ids ids_;
 };
 
 }  // namespace

@@ -1,11 +1,19 @@
 #pragma once
-// Qwen3's chat format, ChatML:
+// Qwen3's chat format, ChatML, rendered as Qwen3's own Hugging Face chat
+// template does (src/tern/tokenizer/qwen3_chat_template.h holds its text):
 //   <|im_start|>system\n...<|im_end|>\n<|im_start|>user\n...<|im_end|>\n<|im_start|>assistant\n
-// Earlier assistant turns are rendered without their <think>…</think> block,
-// as Qwen3's own template does; with thinking off the generation prompt ends
-// with an empty "<think>\n\n</think>\n\n" block. The model replies
-// "<think>\n…\n</think>\n\nanswer<|im_end|>".
+// With tools, the system block lists them in <tools></tools> (each tool as
+// Python's json.dumps writes it). Assistant turns before the last user query
+// are rendered without their <think>…</think> block; those after it (the
+// steps of a tool-calling turn) keep their reasoning. An assistant's tool
+// calls follow its content as "<tool_call>\n{"name": ..., "arguments": ...}\n</tool_call>";
+// consecutive tool results form one user turn of <tool_response> blocks.
+// With thinking off the generation prompt ends with an empty
+// "<think>\n\n</think>\n\n" block. The model replies
+// "<think>\n…\n</think>\n\nanswer<|im_end|>", or with tool calls in place of
+// (or after) the answer.
 #include <memory>
+#include <nlohmann/json_fwd.hpp>
 #include <span>
 #include <string>
 #include <vector>
@@ -14,14 +22,27 @@
 
 namespace tern {
 
-// Roles: system (first only), user, assistant. An assistant message's
-// reasoning and tool calls are not rendered (Qwen3 drops earlier thinking).
+// Roles: system (first only), user, assistant, tool. An assistant message's
+// reasoning is its `reasoning`, or else the <think>…</think> block at the start
+// of its content. Throws tern::Error on another role, a late system message,
+// or a tool whose `json` does not parse.
 std::string render_chatml(const std::vector<ChatMessage>& messages, const ChatFormatOptions& options = {});
 // Removes a leading <think>…</think> block (and following whitespace).
 std::string strip_thinking(const std::string& content);
 
+// `value` as Python's json.dumps(value, ensure_ascii=False) writes it, which
+// is what Jinja's |tojson gives in Hugging Face chat templates: ", " and ": "
+// separators, keys in their order, non-ASCII as UTF-8, control characters as
+// \n \r \t \b \f or \u00XX, '/' not escaped, floats as Python's repr
+// (1.0, 1e-05, 1e+16). Integers beyond 64 bits (which nlohmann parses as
+// floats) cannot come out as Python's exact ones.
+std::string python_json_dumps(const nlohmann::ordered_json& value);
+
 // The ChatFormat for Qwen3; stops on <|im_end|> plus `model_stops`. Its
-// parser splits <think>…</think> into reasoning and the rest into content.
+// parser splits <think>…</think> into reasoning and the rest into content,
+// and turns each well-formed <tool_call>{"name": ..., "arguments": {...}}</tool_call>
+// into a tool call (finish reason ToolCalls at the stop); a malformed or
+// unterminated one stays answer text, markup included.
 std::unique_ptr<ChatFormat> make_chatml_format(const Tokenizer& tokenizer, std::span<const int32_t> model_stops);
 
 }  // namespace tern

@@ -205,6 +205,10 @@ struct HttpServer::Impl {
       if (!format) throw ApiError(400, fmt::format("this model has no chat format ({}); use /v1/completions", format_error));
       CompletionRequest r = parse_chat_request(parse_body(req), engine.default_sampling());
       check_model(r);
+      // OpenAI's newer clients send the system prompt as "developer"; ChatML has only "system".
+      if (format->name() == "qwen3-chatml")
+        for (ChatMessage& m : r.messages)
+          if (m.role == "developer") m.role = "system";
       std::string prompt_text;
       try {
         prompt_text = format->render(r.messages, r.format);
