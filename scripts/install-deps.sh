@@ -8,7 +8,7 @@ PACKAGES=(
   nlohmann-json3-dev libcli11-dev libfmt-dev libxxhash-dev libpcre2-dev
   libutf8proc-dev libcpp-httplib-dev libgtest-dev libgmock-dev libbenchmark-dev liburing-dev
   python3 python3-numpy python3-torch libopenblas0-pthread nodejs npm
-  clang libclang-rt-14-dev
+  clang libclang-rt-14-dev chromium
 )
 
 missing=()

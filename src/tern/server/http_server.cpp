@@ -3,6 +3,10 @@
 #include <httplib.h>
 
 #include <arpa/inet.h>
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <chrono>
 #include <condition_variable>
@@ -139,11 +143,23 @@ struct HttpServer::Impl {
                      "invalid_request_error", "model", "model_not_found");
   }
 
+  int listen_fd = -1;
+
   void routes() {
+    // httplib's default listening socket sets SO_REUSEPORT, which lets a
+    // second server bind the same port and silently take half its
+    // connections: SO_REUSEADDR only, so a port in use is an error. The fd
+    // is kept to raise the listen backlog after bind (below).
+    http.set_socket_options([this](socket_t sock) {
+      int yes = 1;
+      setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+      listen_fd = sock;
+    });
     http.set_payload_max_length(opt.max_body_bytes);
     // Handler threads: one per running or queued request, plus room for
-    // /health, /metrics, the dashboard's feed and refusals.
-    const size_t threads = static_cast<size_t>(opt.parallel + opt.max_queue) + 16;
+    // /health, /metrics, the dashboard's feed and refusals; connections
+    // beyond them wait, accepted, for a free thread.
+    const size_t threads = static_cast<size_t>(opt.parallel + opt.max_queue) + 64;
     http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
     http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
       ++http_requests;
@@ -550,10 +566,15 @@ int HttpServer::bind() {
     const int port = impl_->http.bind_to_any_port(o.host);
     if (port < 0) fail("cannot listen on {}: no free port", o.host);
     o.port = port;
-    return port;
-  }
-  if (!impl_->http.bind_to_port(o.host, o.port))
+  } else if (!impl_->http.bind_to_port(o.host, o.port)) {
     fail("cannot listen on {}:{} (in use, or not an address of this machine)", o.host, o.port);
+  }
+  // Debian's httplib listens with a backlog of 5 (compiled in): a burst of
+  // clients overflows it, the kernel falls back to SYN cookies and resets
+  // connections (64 clients in tests/server/test_load.py did). Listening
+  // again on the bound socket raises the backlog.
+  if (impl_->listen_fd >= 0 && ::listen(impl_->listen_fd, SOMAXCONN) != 0)
+    log(LogLevel::Warn, "could not raise the listen backlog: {}", std::strerror(errno));
   return o.port;
 }
 

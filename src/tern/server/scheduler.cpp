@@ -79,9 +79,11 @@ bool Scheduler::submit(std::shared_ptr<GenerationRequest> request) {
 SchedulerMetrics Scheduler::metrics() const {
   std::lock_guard lock(mu_);
   SchedulerMetrics m = m_;
-  m.queued = static_cast<int64_t>(queue_.size());
   m.active = static_cast<int64_t>(
       std::count_if(slots_.begin(), slots_.end(), [](const Slot& s) { return s.request != nullptr; }));
+  // Waiting for a slot: those a free slot is about to take are not.
+  const int64_t free_slots = static_cast<int64_t>(slots_.size()) - m.active;
+  m.queued = std::max<int64_t>(0, static_cast<int64_t>(queue_.size()) - free_slots);
   // Steps of the last 5 s only: an idle server reports 0.
   if (recent_.size() >= 2 && seconds_between(recent_.back().first, Clock::now()) < 5) {
     int64_t tokens = 0;
