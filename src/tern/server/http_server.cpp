@@ -297,6 +297,7 @@ struct HttpServer::Impl {
     g->sampling = r.sampling;
     g->stop_tokens = stops;
     g->forced_reply = forced;
+    g->reuse_prefix = r.cache_prompt;
     const std::string id = random_id(r.chat ? "chatcmpl-" : "cmpl-");
     const int64_t created_at = unix_time();
     const std::string object = r.chat ? "chat.completion.chunk" : "text_completion";

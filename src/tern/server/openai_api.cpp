@@ -238,6 +238,7 @@ void parse_common(const json& body, const SamplerOptions& defaults, CompletionRe
   }
   if (boolean(body, "logprobs").value_or(false)) bad("logprobs", "'logprobs' is not supported");
   r.return_tokens = boolean(body, "return_tokens").value_or(false);
+  r.cache_prompt = boolean(body, "cache_prompt").value_or(true);
 }
 
 }  // namespace

@@ -56,7 +56,8 @@ struct CompletionRequest {
   bool include_usage = false;         // stream_options.include_usage
   bool echo = false;                  // completions: prepend the prompt to the text
   bool ignore_eos = false;            // extension (llama.cpp's): completions do not stop at end-of-sequence tokens
-  bool return_tokens = false;         // extension (as llama.cpp's): the choice carries "tokens", every sampled id
+  bool return_tokens = false;
+  bool cache_prompt = true;           // extension (llama.cpp's): false = no prefix reuse for this request         // extension (as llama.cpp's): the choice carries "tokens", every sampled id
 };
 
 // Parse a request body. `defaults` are the model's sampling defaults

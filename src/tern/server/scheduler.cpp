@@ -189,6 +189,7 @@ void Scheduler::admit() {
       finish(s, FinishCause::Error, e.what());
       continue;
     }
+    if (!r.reuse_prefix) s.session->reset();
     const int64_t kept = s.session->keep_common_prefix(r.prompt);
     s.result.cached_tokens = kept;
     s.pending.assign(r.prompt.begin() + kept, r.prompt.end());

@@ -46,6 +46,7 @@ struct GenerationRequest {
   int64_t max_tokens = 256;
   SamplerOptions sampling;
   std::vector<int32_t> stop_tokens;
+  bool reuse_prefix = true;  // false: prefill the whole prompt even if a kept session holds part of it
   // Tests only (`tern serve --force-reply`): these tokens are the reply, as
   // if sampled (each is still fed through the model); it ends after them.
   std::vector<int32_t> forced_reply;
