@@ -174,7 +174,7 @@ def main():
         med = {c: {k: statistics.median(x[k] for x in results[c]) for k in results[c][0]} for c in levels}
         print(f"\nAggregate throughput, {a.requests} requests per client, {a.prompt_tokens}-token prompts, "
               f"{a.tokens} tokens each, medians of {a.rounds} rounds (server args: {' '.join(args)})\n")
-        print("| concurrent requests | aggregate tok/s | vs 1 | mean batch rows per step | expert MiB read per token | hit rate | RSS |")
+        print("| concurrent requests | aggregate tok/s | vs 1 | rows per forward step (prompt tokens included) | expert MiB read per token | hit rate | RSS |")
         print("| --- | --- | --- | --- | --- | --- | --- |")
         base = med[levels[0]]["tok_s"]
         for c in levels:

@@ -48,6 +48,8 @@ void add_serve_command(CLI::App& app) {
       ->default_val(16)
       ->check(CLI::Range(0, 100000));
   cmd->add_option("--max-body", f->max_body, "Largest request body (default 8M)");
+  cmd->add_option("--kv-dir", f->server.kv_dir,
+                  "Save kept sessions' KV here at exit and restore them at start (multi-turn chats survive a restart)");
   cmd->add_option("--force-reply", f->server.force_reply, "Tests: every reply is this text's tokens")->group("");
   cmd->add_flag("--print-prompt", f->server.print_prompt, "Tests: print each rendered chat prompt to stderr")->group("");
   cmd->add_option("--alias", f->server.model_id, "Model name in /v1/models and requests (default: the directory name)");

@@ -226,6 +226,59 @@ class ServeLimitsTest(unittest.TestCase):
         finally:
             self.assertEqual(s.stop(), 0)
 
+    def test_kv_dir_keeps_sessions_across_restarts(self):
+        kv = os.path.join(self.tmp, "kv")
+        history = [{"role": "user", "content": "Remember this conversation, please."}]
+        body = {"messages": history, "max_tokens": 6, "seed": 2}
+        s = Server(self.model, "--kv-dir", kv, "--parallel", 2)
+        try:
+            first = s.post("/v1/chat/completions", body)[2]
+        finally:
+            self.assertEqual(s.stop(), 0)
+        self.assertTrue(os.path.exists(os.path.join(kv, "session-0.tkv")))
+        history.append({"role": "assistant", "content": first["choices"][0]["message"]["content"]})
+        history.append({"role": "user", "content": "What did I ask?"})
+        again = {"messages": history, "max_tokens": 6, "seed": 2}
+        s = Server(self.model, "--kv-dir", kv, "--parallel", 2)
+        try:
+            second = s.post("/v1/chat/completions", again)[2]
+        finally:
+            self.assertEqual(s.stop(), 0)
+        self.assertGreaterEqual(second["usage"]["prompt_tokens_details"]["cached_tokens"], first["usage"]["prompt_tokens"])
+        # The restored KV gives the same reply as a fresh prefill of the whole conversation.
+        fresh = Server(self.model, "--parallel", 1)
+        try:
+            want = fresh.post("/v1/chat/completions", again)[2]
+        finally:
+            self.assertEqual(fresh.stop(), 0)
+        self.assertEqual(second["choices"][0]["message"]["content"], want["choices"][0]["message"]["content"])
+        self.assertEqual(want["usage"]["prompt_tokens_details"]["cached_tokens"], 0)
+        # A corrupt file, a truncated one and one for another --ctx are ignored with a warning.
+        path = os.path.join(kv, "session-0.tkv")
+        with open(path, "rb") as f:
+            data = bytearray(f.read())
+        data[len(data) // 2] ^= 0xFF
+        with open(path, "wb") as f:
+            f.write(bytes(data))
+        with open(os.path.join(kv, "session-1.tkv"), "wb") as f:
+            f.write(bytes(data[:100]))
+        s = Server(self.model, "--kv-dir", kv, "--parallel", 2)
+        try:
+            r = s.post("/v1/chat/completions", again)[2]
+            self.assertEqual(r["usage"]["prompt_tokens_details"]["cached_tokens"], 0)
+            self.assertEqual(r["choices"][0]["message"]["content"], want["choices"][0]["message"]["content"])
+        finally:
+            self.assertEqual(s.stop(), 0)
+        log = "".join(s.log)
+        self.assertIn("checksum mismatch", log)
+        self.assertIn("truncated", log)
+        s = Server(self.model, "--kv-dir", kv, "--ctx", 512)
+        try:
+            self.assertEqual(s.post("/v1/chat/completions", again)[2]["usage"]["prompt_tokens_details"]["cached_tokens"], 0)
+        finally:
+            self.assertEqual(s.stop(), 0)
+        self.assertIn("another model or --ctx", "".join(s.log))
+
     def test_queue_full_is_429_and_disconnect_cancels(self):
         s = Server(self.model, "--parallel", 1, "--max-queue", 0)
         try:

@@ -184,6 +184,18 @@ class Session {
       std::function<void(std::span<const int32_t> tokens, int64_t first_position, const ForwardTrace& trace)>;
   void set_routing_sink(RoutingSink sink) { routing_sink_ = std::move(sink); }
 
+  // A kept conversation across restarts (`tern serve --kv-dir`,
+  // runtime/session_file.cpp): save() writes the tokens, the KV entries in
+  // use and the ring checkpoints to `path` atomically (a temporary file,
+  // fsync, rename) with an xxh3 checksum and `fingerprint` (the model and
+  // context it belongs to, fingerprint() below). load() restores exactly
+  // that state or throws tern::Error naming what is wrong (truncated,
+  // corrupt, another model or context) and leaves the session empty.
+  void save(const std::filesystem::path& path, uint64_t fingerprint) const;
+  void load(const std::filesystem::path& path, uint64_t fingerprint);
+  // The model (its manifest) and KV geometry (context) a saved session is for.
+  static uint64_t fingerprint(const Engine& engine);
+
  private:
   Engine& engine_;
   KVCache kv_;

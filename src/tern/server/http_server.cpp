@@ -111,6 +111,7 @@ struct HttpServer::Impl {
       format_error = err.what();  // /v1/completions still works with token ids or text
     }
     scheduler = std::make_unique<Scheduler>(engine, opt.parallel, opt.max_queue);
+    restore_sessions();
     scheduler->set_step_observer([this](const ForwardTrace& t, int64_t rows) { feed.on_step(t, rows); });
     routes();
   }
@@ -118,6 +119,44 @@ struct HttpServer::Impl {
   ~Impl() {
     http.stop();
     scheduler->stop();
+    save_sessions();
+  }
+
+  std::filesystem::path session_path(size_t i) const { return opt.kv_dir / fmt::format("session-{}.tkv", i); }
+
+  void restore_sessions() {
+    if (opt.kv_dir.empty()) return;
+    std::error_code ec;
+    std::filesystem::create_directories(opt.kv_dir, ec);
+    if (ec) fail("--kv-dir {}: {}", opt.kv_dir.string(), ec.message());
+    const uint64_t fp = Session::fingerprint(engine);
+    size_t restored = 0, tokens = 0;
+    const auto sessions = scheduler->sessions();
+    for (size_t i = 0; i < sessions.size(); ++i) {
+      if (!std::filesystem::exists(session_path(i))) continue;
+      try {
+        sessions[i]->load(session_path(i), fp);
+        ++restored;
+        tokens += sessions[i]->tokens().size();
+      } catch (const Error& e) {
+        log(LogLevel::Warn, "ignoring a kept session: {}", e.what());
+      }
+    }
+    if (restored) log(LogLevel::Info, "restored {} kept session(s), {} tokens of KV, from {}", restored, tokens, opt.kv_dir.string());
+  }
+
+  void save_sessions() {
+    if (opt.kv_dir.empty()) return;
+    const uint64_t fp = Session::fingerprint(engine);
+    const auto sessions = scheduler->sessions();
+    for (size_t i = 0; i < sessions.size(); ++i) {
+      try {
+        if (sessions[i]->tokens().empty()) std::filesystem::remove(session_path(i));
+        else sessions[i]->save(session_path(i), fp);
+      } catch (const std::exception& e) {
+        log(LogLevel::Warn, "kept session {} not saved: {}", i, e.what());
+      }
+    }
   }
 
   static void send_error(httplib::Response& res, const ApiError& e) {

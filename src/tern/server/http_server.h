@@ -23,6 +23,9 @@ struct ServerOptions {
   int max_queue = 16;            // requests waiting beyond those; then 429
   size_t max_body_bytes = 8u << 20;
   std::string model_id;          // the name /v1/models lists and requests must use
+  // Kept sessions are saved here at exit and restored at start when they
+  // are for this model and --ctx (a corrupt or foreign file: a warning).
+  std::filesystem::path kv_dir;
   // Tests only, for a model with random weights: every reply is this text's
   // tokens (fed as if sampled), and each rendered prompt goes to stderr.
   std::string force_reply;
