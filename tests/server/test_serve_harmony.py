@@ -81,6 +81,10 @@ class HarmonyServeTest(unittest.TestCase):
         finally:
             self.assertEqual(s.stop(), 0)
         prompts = re.findall(r"\[prompt\]\n(.*?)\n\[/prompt\]", "".join(s.log), re.S)
+        # The tools are offered as the template's TypeScript namespace in the developer message.
+        self.assertIn("# Tools\n\n## functions\n\nnamespace functions {\n\n// Weather in a city\n"
+                      "type get_weather = (_: {\ncity: string,\n}) => any;\n\n} // namespace functions", prompts[0])
+        self.assertIn("Calls to these tools must go to the commentary channel: 'functions'.", prompts[0])
         self.assertIn("to=functions.get_weather", prompts[1])
         self.assertIn("<|start|>functions.get_weather to=assistant<|channel|>commentary<|message|>\"18 C\"", prompts[1])
 
