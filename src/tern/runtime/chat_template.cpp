@@ -12,6 +12,7 @@
 
 #include "tern/core/error.h"
 #include "tern/core/json.h"
+#include "tern/runtime/harmony.h"
 #include "tern/tokenizer/stream_decoder.h"
 #include "tern/tokenizer/tokenizer.h"
 
@@ -42,25 +43,8 @@ std::string rstrip_newlines(std::string s) {
 }
 std::string strip_newlines(std::string s) { return lstrip_newlines(rstrip_newlines(std::move(s))); }
 
-void dump_python_string(const std::string& s, std::string& out) {
-  out += '"';
-  for (const char ch : s) {
-    const auto c = static_cast<unsigned char>(ch);
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
-      default:
-        if (c < 0x20) out += fmt::format("\\u{:04x}", c);
-        else out += ch;  // ensure_ascii=False: UTF-8 as it is
-    }
-  }
-  out += '"';
-}
+// Python's json.dumps of a string (ensure_ascii=False): harmony's writer.
+void dump_python_string(const std::string& s, std::string& out) { out += json_string_literal(s); }
 
 // Python's repr(float): the shortest digits that read back as `d`, in fixed
 // notation with at least one decimal when the decimal point falls between
