@@ -43,7 +43,8 @@ void add_generate_command(CLI::App& app) {
     g.sampling = f->sampling.options(engine.default_sampling());
     if (!f->ignore_eos) g.stop_tokens = engine.stop_tokens();
     std::unique_ptr<StreamDecoder> stream;
-    if (!f->json && engine.has_tokenizer()) stream = std::make_unique<StreamDecoder>(engine.tokenizer());
+    // The completion continues the prompt: its first token keeps its leading space.
+    if (!f->json && engine.has_tokenizer()) stream = std::make_unique<StreamDecoder>(engine.tokenizer(), true);
     GenerationStats stats;
     auto out = generate(session, prompt, g, [&](int32_t id) {
       if (stream) {
@@ -59,7 +60,13 @@ void add_generate_command(CLI::App& app) {
     if (recorder) recorder->close();
     if (f->json) {
       nlohmann::json j = {{"prompt_tokens", prompt}, {"tokens", out}, {"stats", stats.to_json()}};
-      j["text"] = engine.has_tokenizer() ? engine.tokenizer().decode(out) : "";
+      std::string text;
+      if (engine.has_tokenizer()) {  // as streamed: the completion continues the prompt
+        StreamDecoder whole(engine.tokenizer(), true);
+        for (int32_t id : out) text += whole.push(id);
+        text += whole.flush();
+      }
+      j["text"] = text;
       fmt::print("{}\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
     } else {
       if (stream) {

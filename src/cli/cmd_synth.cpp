@@ -36,7 +36,7 @@ void add_synth_command(CLI::App& app) {
       {"--head-dim", "head_dim", "Head dimension"},
       {"--max-position", "max_position_embeddings", "Context length"},
       {"--decoder-sparse-step", "decoder_sparse_step", "Every n-th layer is MoE"},
-      {"--sliding-window", "sliding_window", "Keys a sliding-window layer attends to (gpt_oss)"},
+      {"--sliding-window", "sliding_window", "Keys a sliding-window layer attends to (gpt_oss; mixtral: every layer)"},
   };
   auto ints = std::make_shared<std::map<std::string, int64_t>>();
   auto mlp_only = std::make_shared<std::vector<int64_t>>();
@@ -65,6 +65,10 @@ void add_synth_command(CLI::App& app) {
   cmd->add_flag("--tie-embeddings", *tie, "Share embedding and lm_head weights");
   cmd->add_flag("--no-norm-topk", *no_norm_topk, "Do not renormalise the top-k router weights");
   cmd->add_flag("--attention-bias", *attn_bias, "Add q/k/v/o biases");
+  auto sets = std::make_shared<std::vector<std::string>>();
+  cmd->add_option("--set", *sets,
+                  "Set any config.json field: FIELD=JSON, e.g. --set clip_qkv=0.5 --set norm_topk_prob=true "
+                  "(repeatable; applied after the other flags)");
   cmd->add_flag("--force", opt->force, "Replace the output if it exists");
   cmd->add_flag("-q,--quiet", opt->quiet, "No progress output");
   cmd->callback([=] {
@@ -79,6 +83,13 @@ void add_synth_command(CLI::App& app) {
     if (*tie) opt->overrides["tie_word_embeddings"] = true;
     if (*no_norm_topk) opt->overrides["norm_topk_prob"] = false;
     if (*attn_bias) opt->overrides["attention_bias"] = true;
+    for (const std::string& set : *sets) {
+      const size_t eq = set.find('=');
+      if (eq == std::string::npos || eq == 0) fail("--set takes FIELD=JSON, not '{}'", set);
+      const auto value = nlohmann::json::parse(set.substr(eq + 1), nullptr, /*allow_exceptions=*/false);
+      if (value.is_discarded()) fail("--set {}: '{}' is not a JSON value", set.substr(0, eq), set.substr(eq + 1));
+      opt->overrides[set.substr(0, eq)] = value;
+    }
     if (opt->layout.empty() && dtype_opt->count() > 0) {
       // --dtype alone asks for float weights: the float layout where there is one.
       const auto& layouts = find_arch(opt->architecture).layouts;

@@ -111,7 +111,11 @@ std::vector<int32_t> PromptFlags::ids(const Engine& engine) const {
   if (!tokens.empty()) {
     ids = parse_token_list(tokens);
   } else if (!prompt.empty()) {
-    ids = engine.tokenizer().encode(prompt);
+    // A raw prompt starts as the tokenizer's post-processor starts it
+    // (Mixtral's <s>), as Hugging Face's tokenizer(text) and llama.cpp do.
+    EncodeOptions options;
+    options.add_bos = engine.tokenizer().post_processor_adds_bos();
+    ids = engine.tokenizer().encode(prompt, options);
   } else {
     fail("give a prompt with --prompt TEXT or --tokens 1,2,3");
   }

@@ -1,6 +1,6 @@
 // Sessions fed together in one forward batch (the server's concurrent
 // requests) get exactly the logits they get when fed alone, for both
-// architectures, with prompts of different lengths, mixed prefill and
+// architectures (Mixtral with and without its sliding window), with prompts of different lengths, mixed prefill and
 // decode, and a sliding-window model whose rings wrap.
 #include <gtest/gtest.h>
 
@@ -20,6 +20,10 @@ class BatchForward : public ::testing::TestWithParam<std::string> {
   void SetUp() override {
     SynthOptions so = testing::tiny_synth(dir / "hf");
     so.architecture = GetParam();
+    if (GetParam() == "mixtral_window") {  // every layer slides, rings of 8
+      so.architecture = "mixtral";
+      so.overrides["sliding_window"] = 8;
+    }
     synthesize_model(so);
     install_model(testing::quiet_install(dir / "hf", dir / "m.tern"));
     EngineOptions eo;
@@ -96,7 +100,7 @@ TEST_P(BatchForward, SteppingBackToACheckpointGivesAFreshSessionsLogits) {
   // Diverging before every checkpoint: a model with rings starts over, one
   // without keeps the common prefix; both give the fresh logits.
   const bool rings = s.kv().has_rings();
-  EXPECT_EQ(rings, GetParam() == "gpt_oss");
+  EXPECT_EQ(rings, GetParam() == "gpt_oss" || GetParam() == "mixtral_window");
   std::vector<int32_t> early(prompt_a.begin(), prompt_a.begin() + 5);
   early.push_back(150);
   const int64_t kept = s.keep_common_prefix(early);
@@ -134,7 +138,8 @@ TEST_P(BatchForward, RejectsMisuse) {
   EXPECT_THROW(Session::feed_batch(one, none), Error);
 }
 
-INSTANTIATE_TEST_SUITE_P(Architectures, BatchForward, ::testing::Values("qwen3_moe", "gpt_oss"));
+INSTANTIATE_TEST_SUITE_P(Architectures, BatchForward, ::testing::Values("qwen3_moe", "gpt_oss", "mixtral", "mixtral_window", "olmoe",
+                                                                      "qwen2_moe"));
 
 }  // namespace
 }  // namespace tern

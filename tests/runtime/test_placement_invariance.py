@@ -15,7 +15,11 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "cli"))
 from tern_cli import TernTestCase, run  # noqa: E402
 
 ARCHS = [("qwen3_moe", ["--preset", "small", "--seed", "4"]),
-         ("gpt_oss", ["--arch", "gpt_oss", "--preset", "tiny", "--seed", "4"])]
+         ("gpt_oss", ["--arch", "gpt_oss", "--preset", "tiny", "--seed", "4"]),
+         ("mixtral", ["--arch", "mixtral", "--preset", "small", "--sliding-window", "12", "--seed", "4"]),
+         ("olmoe", ["--arch", "olmoe", "--preset", "tiny", "--set", "clip_qkv=1.5", "--seed", "4"]),
+         ("qwen2_moe", ["--arch", "qwen2_moe", "--preset", "tiny", "--layers", "3", "--mlp-only-layers", "1",
+                        "--seed", "4"])]
 
 
 class PlacementInvariance(TernTestCase):

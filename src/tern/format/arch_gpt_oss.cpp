@@ -27,7 +27,6 @@ namespace {
 
 // The config.json fields behind each dimension (TensorDecl::dim_fields).
 constexpr std::string_view kVocab = "vocab_size", kHidden = "hidden_size", kHeads = "num_attention_heads",
-                           kQ = "num_attention_heads x head_dim", kKv = "num_key_value_heads x head_dim",
                            kExperts = "num_local_experts", kFfn = "intermediate_size",
                            kFfn2 = "2 x intermediate_size", kHidden32 = "hidden_size / 32",
                            kFfn32 = "intermediate_size / 32", kBlock = "16 (bytes per MXFP4 block)";
@@ -153,20 +152,12 @@ CheckpointDecls gpt_oss_tensors(const ModelConfig& c, size_t layout) {
   if (layout != kMxfp4 && layout != kFloat) fail("gpt_oss: no checkpoint layout {}", layout);
   CheckpointDecls decls;
   std::vector<TensorDecl>& t = decls.tensors;
-  const int64_t H = c.hidden_size, D = c.head_dim, E = c.num_experts, I = c.moe_intermediate_size;
-  const int64_t q_dim = c.num_heads * D, kv_dim = c.num_kv_heads * D;
+  const int64_t H = c.hidden_size, E = c.num_experts, I = c.moe_intermediate_size;
   t.push_back(tensor_decl("model.embed_tokens.weight", {c.vocab_size, H}, {kVocab, kHidden}, WeightInit::Embedding));
   for (int64_t l = 0; l < c.num_layers; ++l) {
     const std::string p = fmt::format("model.layers.{}.", l);
     t.push_back(tensor_decl(p + "input_layernorm.weight", {H}, {kHidden}, WeightInit::Ones));
-    t.push_back(tensor_decl(p + "self_attn.q_proj.weight", {q_dim, H}, {kQ, kHidden}));
-    t.push_back(tensor_decl(p + "self_attn.q_proj.bias", {q_dim}, {kQ}, WeightInit::Zeros));
-    t.push_back(tensor_decl(p + "self_attn.k_proj.weight", {kv_dim, H}, {kKv, kHidden}));
-    t.push_back(tensor_decl(p + "self_attn.k_proj.bias", {kv_dim}, {kKv}, WeightInit::Zeros));
-    t.push_back(tensor_decl(p + "self_attn.v_proj.weight", {kv_dim, H}, {kKv, kHidden}));
-    t.push_back(tensor_decl(p + "self_attn.v_proj.bias", {kv_dim}, {kKv}, WeightInit::Zeros));
-    t.push_back(tensor_decl(p + "self_attn.o_proj.weight", {H, q_dim}, {kHidden, kQ}));
-    t.push_back(tensor_decl(p + "self_attn.o_proj.bias", {H}, {kHidden}, WeightInit::Zeros));
+    declare_attention_projections(t, p + "self_attn.", c, true, true);
     t.push_back(tensor_decl(p + "self_attn.sinks", {c.num_heads}, {kHeads}, WeightInit::Logit));
     t.push_back(tensor_decl(p + "post_attention_layernorm.weight", {H}, {kHidden}, WeightInit::Ones));
     t.push_back(tensor_decl(p + "mlp.router.weight", {E, H}, {kExperts, kHidden}, WeightInit::Router));

@@ -8,11 +8,15 @@ namespace tern {
 // One accessor per architecture, each defined in its arch_<name>.cpp.
 const ArchSpec& qwen3_moe_arch();
 const ArchSpec& gpt_oss_arch();
+const ArchSpec& mixtral_arch();
+const ArchSpec& olmoe_arch();
+const ArchSpec& qwen2_moe_arch();
 
 namespace {
 
 const std::vector<const ArchSpec*>& registry() {
-  static const std::vector<const ArchSpec*> archs = {&qwen3_moe_arch(), &gpt_oss_arch()};
+  static const std::vector<const ArchSpec*> archs = {&qwen3_moe_arch(), &gpt_oss_arch(), &mixtral_arch(), &olmoe_arch(),
+                                                     &qwen2_moe_arch()};
   return archs;
 }
 
@@ -113,6 +117,46 @@ TensorDecl tensor_decl(std::string name, std::vector<int64_t> shape, std::vector
   d.init = init;
   d.dim_fields = std::move(fields);
   return d;
+}
+
+void declare_expert_tensor(CheckpointDecls& decls, int64_t layer, int64_t expert, std::string section,
+                           std::string tensor, std::vector<int64_t> shape, std::vector<std::string_view> fields) {
+  TensorDecl d = tensor_decl(tensor, shape, fields);
+  d.is_expert = true;
+  decls.tensors.push_back(std::move(d));
+  SectionSource source;
+  source.tensor = std::move(tensor);
+  decls.sections.push_back({layer, expert, std::move(section), std::move(shape), std::move(fields), std::move(source)});
+}
+
+void declare_swiglu_experts(CheckpointDecls& decls, const ModelConfig& c, int64_t layer, const std::string& prefix,
+                            int64_t ffn, std::string_view ffn_field, ExpertTensorNames names) {
+  constexpr std::string_view kHidden = "hidden_size";
+  const int64_t H = c.hidden_size;
+  for (int64_t e = 0; e < c.num_experts; ++e) {
+    const std::string p = fmt::format("{}{}.", prefix, e);
+    declare_expert_tensor(decls, layer, e, "gate", fmt::format("{}{}.weight", p, names.gate), {ffn, H},
+                          {ffn_field, kHidden});
+    declare_expert_tensor(decls, layer, e, "up", fmt::format("{}{}.weight", p, names.up), {ffn, H},
+                          {ffn_field, kHidden});
+    declare_expert_tensor(decls, layer, e, "down", fmt::format("{}{}.weight", p, names.down), {H, ffn},
+                          {kHidden, ffn_field});
+  }
+}
+
+void declare_attention_projections(std::vector<TensorDecl>& t, const std::string& prefix, const ModelConfig& c,
+                                   bool qkv_bias, bool o_bias) {
+  constexpr std::string_view kHidden = "hidden_size", kQ = "num_attention_heads x head_dim",
+                             kKv = "num_key_value_heads x head_dim";
+  const int64_t H = c.hidden_size, q_dim = c.num_heads * c.head_dim, kv_dim = c.num_kv_heads * c.head_dim;
+  t.push_back(tensor_decl(prefix + "q_proj.weight", {q_dim, H}, {kQ, kHidden}));
+  if (qkv_bias) t.push_back(tensor_decl(prefix + "q_proj.bias", {q_dim}, {kQ}, WeightInit::Zeros));
+  t.push_back(tensor_decl(prefix + "k_proj.weight", {kv_dim, H}, {kKv, kHidden}));
+  if (qkv_bias) t.push_back(tensor_decl(prefix + "k_proj.bias", {kv_dim}, {kKv}, WeightInit::Zeros));
+  t.push_back(tensor_decl(prefix + "v_proj.weight", {kv_dim, H}, {kKv, kHidden}));
+  if (qkv_bias) t.push_back(tensor_decl(prefix + "v_proj.bias", {kv_dim}, {kKv}, WeightInit::Zeros));
+  t.push_back(tensor_decl(prefix + "o_proj.weight", {H, q_dim}, {kHidden, kQ}));
+  if (o_bias) t.push_back(tensor_decl(prefix + "o_proj.bias", {H}, {kHidden}, WeightInit::Zeros));
 }
 
 }  // namespace tern

@@ -136,6 +136,28 @@ struct ArchSpec {
   size_t layout_index(std::string_view name) const;
 };
 
+// Declaration helpers the Llama-style architectures share.
+//
+// One section of a routed expert shipped as its own checkpoint tensor, taken
+// whole (Qwen3-MoE, Mixtral, OLMoE, Qwen2-MoE): declares the expert tensor
+// and the section cut from it.
+void declare_expert_tensor(CheckpointDecls& decls, int64_t layer, int64_t expert, std::string section,
+                           std::string tensor, std::vector<int64_t> shape, std::vector<std::string_view> fields);
+// The SwiGLU experts of one layer shipped that way: expert e's gate, up and
+// down projections are "{prefix}{e}.{gate_name}.weight" etc., sections
+// gate [ffn, hidden], up [ffn, hidden], down [hidden, ffn]; `ffn_field` names
+// the config field of ffn.
+struct ExpertTensorNames {
+  std::string_view gate = "gate_proj", up = "up_proj", down = "down_proj";
+};
+void declare_swiglu_experts(CheckpointDecls& decls, const ModelConfig& c, int64_t layer, const std::string& prefix,
+                            int64_t ffn, std::string_view ffn_field, ExpertTensorNames names = {});
+// The q/k/v/o projections of a Llama-style attention under `prefix`
+// ("model.layers.3.self_attn."), with q/k/v biases when qkv_bias and an o
+// bias when o_bias.
+void declare_attention_projections(std::vector<TensorDecl>& tensors, const std::string& prefix, const ModelConfig& c,
+                                   bool qkv_bias, bool o_bias);
+
 // "[a, b]" with the fields of decl's dimensions, e.g. "[num_experts, hidden_size]".
 std::string dim_fields_str(const TensorDecl& decl);
 std::string dim_fields_str(const SectionDecl& decl);

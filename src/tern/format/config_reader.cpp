@@ -168,6 +168,37 @@ void read_decoder_fields(const ConfigReader& r, ModelConfig& cfg) {
   cfg.tie_word_embeddings = r.get_bool("tie_word_embeddings", false);
 }
 
+void read_qwen_moe_fields(const ConfigReader& r, ModelConfig& cfg) {
+  namespace lim = config_limits;
+  cfg.intermediate_size = r.get_int("intermediate_size");
+  r.require_range("intermediate_size", cfg.intermediate_size, 1, lim::kMaxFfn);
+  cfg.num_experts = r.get_int("num_experts");
+  r.require_range("num_experts", cfg.num_experts, 0, lim::kMaxExperts);
+  cfg.num_experts_per_tok = r.get_int("num_experts_per_tok");
+  cfg.moe_intermediate_size = r.get_int("moe_intermediate_size");
+  cfg.norm_topk_prob = r.get_bool("norm_topk_prob", false);
+  cfg.decoder_sparse_step = r.get_int("decoder_sparse_step", 1);
+  cfg.mlp_only_layers = r.get_int_list("mlp_only_layers");
+  // Bounded even without experts (a config with num_experts 0 still sizes
+  // scratch estimates from them).
+  r.require_range("num_experts_per_tok", cfg.num_experts_per_tok, 0, lim::kMaxExperts);
+  r.require_range("moe_intermediate_size", cfg.moe_intermediate_size, 0, lim::kMaxFfn);
+  if (cfg.num_experts > 0) {
+    r.require_positive("num_experts_per_tok", cfg.num_experts_per_tok);
+    r.require_range("moe_intermediate_size", cfg.moe_intermediate_size, 1, lim::kMaxFfn);
+    if (cfg.num_experts_per_tok > cfg.num_experts)
+      r.invalid("num_experts_per_tok", fmt::format("({}) exceeds num_experts ({})",
+                                                   cfg.num_experts_per_tok, cfg.num_experts));
+  }
+  r.require_range("decoder_sparse_step", cfg.decoder_sparse_step, 1, lim::kMaxLayers);
+  if (static_cast<int64_t>(cfg.mlp_only_layers.size()) > cfg.num_layers)
+    r.invalid("mlp_only_layers", fmt::format("lists {} layers but the model has {}", cfg.mlp_only_layers.size(),
+                                             cfg.num_layers));
+  for (int64_t l : cfg.mlp_only_layers)
+    if (l < 0 || l >= cfg.num_layers)
+      r.invalid("mlp_only_layers", fmt::format("names layer {} but the model has {} layers", l, cfg.num_layers));
+}
+
 void check_config_products(const ConfigReader& r, const ModelConfig& cfg) {
   namespace lim = config_limits;
   // Each factor is already range-checked, so these products cannot overflow;

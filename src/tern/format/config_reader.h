@@ -48,6 +48,10 @@ class ConfigReader {
 // rope_theta, rope_scaling, max_position_embeddings, vocab_size,
 // tie_word_embeddings, attention_bias) and validates them.
 void read_decoder_fields(const ConfigReader& r, ModelConfig& cfg);
+// The MoE fields Qwen's MoE families share (qwen3_moe, qwen2_moe):
+// intermediate_size (dense layers), num_experts, num_experts_per_tok,
+// moe_intermediate_size, norm_topk_prob, decoder_sparse_step, mlp_only_layers.
+void read_qwen_moe_fields(const ConfigReader& r, ModelConfig& cfg);
 
 // Checks the products of fields that size tensors and loops (attention
 // width, MoE layers x experts) against config_limits, for every

@@ -68,6 +68,8 @@ struct ModelConfig {
   std::vector<bool> sliding_layers;
   // A learned logit per query head joins every softmax row (gpt_oss "sinks").
   bool attention_sinks = false;
+  // > 0: q, k and v are clamped to [-clip_qkv, clip_qkv] (OLMoE; 0: no clamp).
+  double clip_qkv = 0;
 
   // Dense MLP (layers that are not MoE).
   int64_t intermediate_size = 0;
@@ -79,6 +81,9 @@ struct ModelConfig {
   bool norm_topk_prob = true;
   int64_t decoder_sparse_step = 1;
   std::vector<int64_t> mlp_only_layers;
+  // > 0: every MoE layer also has a shared expert this wide, gated per token
+  // by a sigmoid (Qwen2-MoE).
+  int64_t shared_expert_intermediate_size = 0;
   // Expert activation: 0 is SwiGLU, silu(gate) * up. > 0 is gpt_oss's clamped
   // variant: gate = min(gate, limit), up = clamp(up, -limit, limit),
   // (up + 1) * gate * sigmoid(alpha * gate).

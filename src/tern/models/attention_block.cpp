@@ -28,6 +28,20 @@ void norm_heads(float* x, int64_t heads, int64_t head_dim, const float* w, float
   }
 }
 
+// In-place RMSNorm of each token's whole projection (dim floats).
+void norm_rows(float* x, int64_t n, int64_t dim, const float* w, float eps, float* tmp) {
+  if (!w) return;
+  for (int64_t t = 0; t < n; ++t) {
+    rmsnorm(x + t * dim, w, dim, eps, tmp);
+    std::copy(tmp, tmp + dim, x + t * dim);
+  }
+}
+
+void clamp_all(float* x, int64_t count, float limit) {
+  if (limit <= 0) return;
+  for (int64_t i = 0; i < count; ++i) x[i] = std::clamp(x[i], -limit, limit);
+}
+
 }  // namespace
 
 void attention_forward(const AttentionWeights& w, const AttentionShape& s, const float* x,
@@ -42,13 +56,18 @@ void attention_forward(const AttentionWeights& w, const AttentionShape& s, const
   float* att = scratch.get(kAtt, n * q_dim);
   float* cos = scratch.get(kCos, half);
   float* sin = scratch.get(kSin, half);
-  float* tmp = scratch.get(kNormed, s.head_dim);
+  float* tmp = scratch.get(kNormed, std::max(s.head_dim, (w.q_norm_whole || w.k_norm_whole) ? q_dim : 0));
   matmul(w.q, x, n, q, pool);
   matmul(w.k, x, n, k, pool);
   matmul(w.v, x, n, v, pool);
   add_bias(q, w.q_bias, n, q_dim);
   add_bias(k, w.k_bias, n, kv_dim);
   add_bias(v, w.v_bias, n, kv_dim);
+  norm_rows(q, n, q_dim, w.q_norm_whole, s.norm_eps, tmp);
+  norm_rows(k, n, kv_dim, w.k_norm_whole, s.norm_eps, tmp);
+  clamp_all(q, n * q_dim, s.clip_qkv);
+  clamp_all(k, n * kv_dim, s.clip_qkv);
+  clamp_all(v, n * kv_dim, s.clip_qkv);
   int64_t keys_seen = 0;
   for (const TokenSlot& slot : slots) {
     const int64_t seen = s.window > 0 ? std::min(s.window, slot.pos + 1) : slot.pos + 1;

@@ -1,7 +1,9 @@
 #pragma once
 // Self-attention block shared by the decoder architectures: q/k/v
-// projections (+ optional biases), optional per-head q/k RMSNorm (Qwen3),
-// RoPE, grouped-query causal attention over the KV cache, output projection.
+// projections (+ optional biases), optional q/k RMSNorm per head (Qwen3) or
+// over the whole projection (OLMoE), optional clamping of q/k/v (OLMoE's
+// clip_qkv), RoPE, grouped-query causal attention over the KV cache (with an
+// optional sliding window and sink logits), output projection.
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -22,6 +24,10 @@ struct AttentionWeights {
   const float* o_bias = nullptr;
   const float* q_norm = nullptr;  // [head_dim], per-head RMSNorm before RoPE
   const float* k_norm = nullptr;
+  // RMSNorm over the whole projection, [n_heads * head_dim] / [n_kv_heads *
+  // head_dim], after the biases and before clipping and RoPE (OLMoE).
+  const float* q_norm_whole = nullptr;
+  const float* k_norm_whole = nullptr;
   const float* sinks = nullptr;   // [n_heads] attention-sink logits (gpt_oss), or null
 };
 
@@ -34,6 +40,7 @@ struct AttentionShape {
   float scale = 0;                 // softmax scale, usually 1/sqrt(head_dim)
   const float* rope_inv_freq = nullptr;  // [head_dim / 2]
   int64_t window = 0;              // > 0: query i sees keys j with i - j < window
+  float clip_qkv = 0;              // > 0: q, k, v clamped to [-clip_qkv, clip_qkv] after the norms
 };
 
 // Where one token of a batch belongs: its sequence's KV cache and its position.

@@ -10,6 +10,9 @@ namespace tern {
 // One factory per architecture, each in its own file.
 std::unique_ptr<Model> make_qwen3_moe(const TernModel&, ExpertCache&, ThreadPool*, const ModelOptions&);
 std::unique_ptr<Model> make_gpt_oss(const TernModel&, ExpertCache&, ThreadPool*, const ModelOptions&);
+std::unique_ptr<Model> make_mixtral(const TernModel&, ExpertCache&, ThreadPool*, const ModelOptions&);
+std::unique_ptr<Model> make_olmoe(const TernModel&, ExpertCache&, ThreadPool*, const ModelOptions&);
+std::unique_ptr<Model> make_qwen2_moe(const TernModel&, ExpertCache&, ThreadPool*, const ModelOptions&);
 
 void Model::forward(std::span<const int32_t> tokens, int64_t start, KVCache& kv, float* logits, bool all_positions,
                     ForwardTrace* trace) {
@@ -48,6 +51,9 @@ std::unique_ptr<Model> load_model(const TernModel& model, ExpertCache& cache, Th
   const std::string& arch = model.config().architecture;
   if (arch == "qwen3_moe") return make_qwen3_moe(model, cache, pool, options);
   if (arch == "gpt_oss") return make_gpt_oss(model, cache, pool, options);
+  if (arch == "mixtral") return make_mixtral(model, cache, pool, options);
+  if (arch == "olmoe") return make_olmoe(model, cache, pool, options);
+  if (arch == "qwen2_moe") return make_qwen2_moe(model, cache, pool, options);
   fail("architecture '{}' is recognised but has no forward pass yet", arch);
 }
 

@@ -1,6 +1,7 @@
 #include "tern/models/moe_block.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 
 #include "tern/core/error.h"
@@ -10,7 +11,7 @@
 namespace tern {
 
 namespace {
-enum Slot { kLogits = 0, kProbs, kGate, kUp, kAct, kIn, kDown, kOut, kPredict, kNormed };
+enum Slot { kLogits = 0, kProbs, kGate, kUp, kAct, kIn, kDown, kOut, kPredict, kNormed, kShared, kSharedGate };
 }
 
 Routing route_tokens(const float* logits, int64_t n, const RouterConfig& cfg, float* probs) {
@@ -220,6 +221,16 @@ void moe_forward(const MoeLayerRef& ref, ExpertCache& cache, const float* x, int
   request_more();
   if (requested == 0) cache.acquire(layer, jobs[0].expert);  // fails clearly: the budget cannot hold one expert
   if (lookahead && !lookahead->next.empty()) prefetch_ahead(*lookahead, &ref, needed, n, hidden, cache, scratch, pool);
+  // The shared expert while the reads are in flight: out is zeroed below, so
+  // its result waits in its own buffer, gated per token.
+  float* shared = nullptr;
+  if (ref.shared.present()) {
+    shared = scratch.get(kShared, n * hidden);
+    swiglu_mlp(ref.shared.gate, ref.shared.up, ref.shared.down, x, n, shared, scratch, pool);
+    float* g = scratch.get(kSharedGate, n);
+    matmul(ref.shared.gate_logit, x, n, g, pool);
+    for (int64_t t = 0; t < n; ++t) scale(shared + t * hidden, 1.0f / (1.0f + std::exp(-g[t])), hidden);
+  }
 
   float* y_all = scratch.get(kOut, rows * hidden);
   size_t remaining = jobs.size();
@@ -255,6 +266,7 @@ void moe_forward(const MoeLayerRef& ref, ExpertCache& cache, const float* x, int
       const auto& [t, wgt] = (*job.tokens)[r];
       axpy(wgt, y_all + (job.first_row + static_cast<int64_t>(r)) * hidden, out + t * hidden, hidden);
     }
+  if (shared) add(out, shared, out, n * hidden);
   if (counters) {
     counters->experts_needed += static_cast<uint64_t>(n * K);
     counters->experts_loaded += jobs.size();

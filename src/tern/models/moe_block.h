@@ -68,15 +68,24 @@ struct Predictions {
   std::vector<int64_t> width;
 };
 
+// A resident expert every token goes through beside the routed ones
+// (Qwen2-MoE): out += sigmoid(gate . x) * down(silu(gate_proj x) * up_proj x).
+struct SharedExpert {
+  WeightView gate, up, down;
+  WeightView gate_logit;  // [1, hidden]: the per-token sigmoid gate's weights
+  bool present() const { return gate.data != nullptr; }
+};
+
 // One MoE layer as the block runs it: its router and routing rule, its
-// experts in the container, and the RMSNorm weight its MoE input is
-// normalised with (the lookahead applies it to an earlier layer's residual
-// to predict this layer's experts).
+// experts in the container, the RMSNorm weight its MoE input is normalised
+// with (the lookahead applies it to an earlier layer's residual to predict
+// this layer's experts), and its shared expert if it has one.
 struct MoeLayerRef {
   WeightView router;
   RouterConfig routing;
   const ExpertLayer* experts = nullptr;
   const float* input_norm = nullptr;
+  SharedExpert shared;
 };
 
 // Lookahead prefetch while a layer runs: each following layer's router is
@@ -108,7 +117,9 @@ void lookahead_refresh(const Lookahead& la, ExpertCache& cache, int64_t n, int64
 // the missing ones), the resident ones are computed while the others are in
 // flight, each missing one as it lands, then the outputs are combined per
 // token in ascending expert id, so the result is the same bits whatever was
-// cached, prefetched or read, and in whatever order the reads landed.
+// cached, prefetched or read, and in whatever order the reads landed. A
+// shared expert is computed while the routed experts' reads are in flight
+// and added after them.
 void moe_forward(const MoeLayerRef& layer, ExpertCache& cache, const float* x, int64_t n, int64_t hidden, float* out,
                  Scratch& scratch, ThreadPool* pool, MoeCounters* counters, Routing* routing_out,
                  const ExpertFfn& ffn = {}, const Lookahead* lookahead = nullptr);

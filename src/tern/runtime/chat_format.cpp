@@ -3,6 +3,7 @@
 #include "tern/core/error.h"
 #include "tern/runtime/chat_template.h"
 #include "tern/runtime/harmony.h"
+#include "tern/runtime/plain_chat.h"
 #include "tern/tokenizer/tokenizer.h"
 
 namespace tern {
@@ -13,7 +14,13 @@ std::unique_ptr<ChatFormat> make_chat_format(std::string_view architecture, cons
   const bool chatml = has("<|im_start|>") && has("<|im_end|>");
   const bool harmony = has("<|start|>") && has("<|channel|>") && has("<|message|>");
   if (architecture == "gpt_oss" || (harmony && !chatml)) return make_harmony_format(tokenizer, model_stops);
-  if (chatml) return make_chatml_format(tokenizer, model_stops);
+  // ChatML first: fine-tunes of other architectures often add its tokens.
+  // Qwen1.5/Qwen2 render it as their own templates do.
+  if (chatml)
+    return make_chatml_format(tokenizer, model_stops,
+                              architecture == "qwen2_moe" ? ChatmlFlavor::Qwen2 : ChatmlFlavor::Qwen3);
+  if (architecture == "mixtral") return make_mistral_format(tokenizer, model_stops);
+  if (architecture == "olmoe") return make_tulu_format(tokenizer, model_stops);
   fail("no chat format for architecture '{}': its tokenizer has neither ChatML (<|im_start|>, <|im_end|>) nor "
        "harmony (<|start|>, <|channel|>, <|message|>) tokens; use `tern generate` for raw completion",
        architecture);

@@ -221,6 +221,19 @@ std::string render_chatml(const std::vector<ChatMessage>& messages, const ChatFo
   return out;
 }
 
+std::string render_qwen2_chatml(std::span<const ChatMessage> messages, const ChatFormatOptions& options) {
+  if (!options.tools.empty()) fail("Qwen2's chat template has no tools; send the request without them");
+  std::string out;
+  if (messages.empty() || messages[0].role != "system")
+    out += "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n";
+  for (const ChatMessage& m : messages) {
+    if (!m.tool_calls.empty()) fail("an assistant message has tool calls; Qwen2's chat template has no tools");
+    out += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
+  }
+  if (options.add_generation_prompt) out += "<|im_start|>assistant\n";
+  return out;
+}
+
 namespace {
 
 // The JSON of a <tool_call> block, {"name": "...", "arguments": {...}} (or
@@ -396,7 +409,8 @@ class ChatmlParser final : public ChatOutputParser {
 
 class ChatmlFormat final : public ChatFormat {
  public:
-  ChatmlFormat(const Tokenizer& tokenizer, std::span<const int32_t> model_stops) : tokenizer_(tokenizer) {
+  ChatmlFormat(const Tokenizer& tokenizer, std::span<const int32_t> model_stops, ChatmlFlavor flavor)
+      : tokenizer_(tokenizer), flavor_(flavor) {
     const int32_t im_end = tokenizer.token_id("<|im_end|>");
     if (im_end < 0) fail("the tokenizer has no <|im_end|> token, which ChatML needs");
     stops_.push_back(im_end);
@@ -406,11 +420,14 @@ class ChatmlFormat final : public ChatFormat {
     ids_.think_close = tokenizer.token_id("</think>");
     ids_.call_open = tokenizer.token_id("<tool_call>");
     ids_.call_close = tokenizer.token_id("</tool_call>");
-    if (ids_.call_open < 0 || ids_.call_close < 0) ids_.call_open = ids_.call_close = -1;
+    if (ids_.call_open < 0 || ids_.call_close < 0 || flavor == ChatmlFlavor::Qwen2)
+      ids_.call_open = ids_.call_close = -1;
+    if (flavor == ChatmlFlavor::Qwen2) ids_.think_open = ids_.think_close = -1;
   }
 
-  std::string_view name() const override { return "qwen3-chatml"; }
+  std::string_view name() const override { return flavor_ == ChatmlFlavor::Qwen2 ? "qwen2-chatml" : "qwen3-chatml"; }
   std::string render(std::span<const ChatMessage> messages, const ChatFormatOptions& options) const override {
+    if (flavor_ == ChatmlFlavor::Qwen2) return render_qwen2_chatml(messages, options);
     return render_chatml(std::vector<ChatMessage>(messages.begin(), messages.end()), options);
   }
   const std::vector<int32_t>& stop_tokens() const override { return stops_; }
@@ -421,14 +438,16 @@ class ChatmlFormat final : public ChatFormat {
 
  private:
   const Tokenizer& tokenizer_;
+  ChatmlFlavor flavor_;
   std::vector<int32_t> stops_;
   ChatmlParser::Ids ids_;
 };
 
 }  // namespace
 
-std::unique_ptr<ChatFormat> make_chatml_format(const Tokenizer& tokenizer, std::span<const int32_t> model_stops) {
-  return std::make_unique<ChatmlFormat>(tokenizer, model_stops);
+std::unique_ptr<ChatFormat> make_chatml_format(const Tokenizer& tokenizer, std::span<const int32_t> model_stops,
+                                               ChatmlFlavor flavor) {
+  return std::make_unique<ChatmlFormat>(tokenizer, model_stops, flavor);
 }
 
 }  // namespace tern

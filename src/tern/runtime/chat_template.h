@@ -38,11 +38,22 @@ std::string strip_thinking(const std::string& content);
 // floats) cannot come out as Python's exact ones.
 std::string python_json_dumps(const nlohmann::ordered_json& value);
 
-// The ChatFormat for Qwen3; stops on <|im_end|> plus `model_stops`. Its
+// Qwen1.5/Qwen2's ChatML (Qwen1.5-MoE-A2.7B-Chat, Qwen2-57B-A14B-Instruct),
+// as their template renders it: a system message "You are a helpful
+// assistant." when the conversation does not start with one, then every
+// message as <|im_start|>ROLE\ncontent<|im_end|>\n; no reasoning, no tools
+// (throws when tools are offered).
+std::string render_qwen2_chatml(std::span<const ChatMessage> messages, const ChatFormatOptions& options = {});
+
+enum class ChatmlFlavor { Qwen3, Qwen2 };
+
+// The ChatFormat for Qwen3 (or Qwen2: rendered by render_qwen2_chatml, its
+// replies plain text); stops on <|im_end|> plus `model_stops`. Its
 // parser splits <think>…</think> into reasoning and the rest into content,
 // and turns each well-formed <tool_call>{"name": ..., "arguments": {...}}</tool_call>
 // into a tool call (finish reason ToolCalls at the stop); a malformed or
 // unterminated one stays answer text, markup included.
-std::unique_ptr<ChatFormat> make_chatml_format(const Tokenizer& tokenizer, std::span<const int32_t> model_stops);
+std::unique_ptr<ChatFormat> make_chatml_format(const Tokenizer& tokenizer, std::span<const int32_t> model_stops,
+                                               ChatmlFlavor flavor = ChatmlFlavor::Qwen3);
 
 }  // namespace tern

@@ -280,7 +280,11 @@ struct HttpServer::Impl {
       CompletionRequest r = parse_completion_request(parse_body(req), engine.default_sampling());
       check_model(r);
       std::vector<int32_t> ids = r.prompt_tokens;
-      if (ids.empty()) ids = engine.tokenizer().encode(r.prompt);
+      if (ids.empty()) {  // text starts as the tokenizer's post-processor starts it (Mixtral's <s>)
+        EncodeOptions options;
+        options.add_bos = engine.tokenizer().post_processor_adds_bos();
+        ids = engine.tokenizer().encode(r.prompt, options);
+      }
       for (int32_t id : ids)
         if (id >= engine.config().vocab_size)
           throw ApiError(400, fmt::format("token id {} is outside the vocabulary ({} tokens)", id, engine.config().vocab_size),

@@ -320,7 +320,7 @@ ReplyAssembler::ReplyAssembler(const Tokenizer& tokenizer, const ChatFormat* for
                                std::vector<std::string> stops, std::vector<int32_t> stop_tokens)
     : stops_(std::move(stops)), stop_tokens_(std::move(stop_tokens)) {
   if (format) parser_ = format->make_parser(options);
-  else decoder_ = std::make_unique<StreamDecoder>(tokenizer);
+  else decoder_ = std::make_unique<StreamDecoder>(tokenizer, /*continuation=*/true);  // a completion continues its prompt
 }
 
 void ReplyAssembler::add(ReplyDelta d, std::vector<ReplyDelta>& out) {

@@ -76,6 +76,101 @@ json gpt_oss_base() {
           {"vocab_size", 201088}};
 }
 
+// Mixtral-8x7B-v0.1's config.json as released.
+json mixtral_base() {
+  return {{"architectures", {"MixtralForCausalLM"}},
+          {"model_type", "mixtral"},
+          {"attention_dropout", 0.0},
+          {"hidden_act", "silu"},
+          {"hidden_size", 4096},
+          {"initializer_range", 0.02},
+          {"intermediate_size", 14336},
+          {"max_position_embeddings", 32768},
+          {"num_attention_heads", 32},
+          {"num_experts_per_tok", 2},
+          {"num_hidden_layers", 32},
+          {"num_key_value_heads", 8},
+          {"num_local_experts", 8},
+          {"output_router_logits", false},
+          {"rms_norm_eps", 1e-05},
+          {"rope_theta", 1000000.0},
+          {"router_aux_loss_coef", 0.02},
+          {"sliding_window", nullptr},
+          {"tie_word_embeddings", false},
+          {"torch_dtype", "bfloat16"},
+          {"transformers_version", "4.36.0.dev0"},
+          {"use_cache", true},
+          {"vocab_size", 32000}};
+}
+
+// OLMoE-1B-7B-0924's config.json as released (no rms_norm_eps: the default 1e-5).
+json olmoe_base() {
+  return {{"architectures", {"OlmoeForCausalLM"}},
+          {"model_type", "olmoe"},
+          {"attention_bias", false},
+          {"attention_dropout", 0.0},
+          {"clip_qkv", nullptr},
+          {"hidden_act", "silu"},
+          {"hidden_size", 2048},
+          {"initializer_range", 0.02},
+          {"intermediate_size", 1024},
+          {"max_position_embeddings", 4096},
+          {"norm_topk_prob", false},
+          {"num_attention_heads", 16},
+          {"num_experts", 64},
+          {"num_experts_per_tok", 8},
+          {"num_hidden_layers", 16},
+          {"num_key_value_heads", 16},
+          {"output_router_logits", false},
+          {"rope_scaling", nullptr},
+          {"rope_theta", 10000.0},
+          {"router_aux_loss_coef", 0.01},
+          {"tie_word_embeddings", false},
+          {"torch_dtype", "bfloat16"},
+          {"transformers_version", "4.43.0.dev0"},
+          {"use_cache", true},
+          {"vocab_size", 50304}};
+}
+
+// Qwen1.5-MoE-A2.7B's config.json as released.
+json qwen2_moe_base() {
+  return {{"architectures", {"Qwen2MoeForCausalLM"}},
+          {"model_type", "qwen2_moe"},
+          {"attention_dropout", 0.0},
+          {"decoder_sparse_step", 1},
+          {"hidden_act", "silu"},
+          {"hidden_size", 2048},
+          {"initializer_range", 0.02},
+          {"intermediate_size", 5632},
+          {"max_position_embeddings", 8192},
+          {"max_window_layers", 21},
+          {"moe_intermediate_size", 1408},
+          {"norm_topk_prob", false},
+          {"num_attention_heads", 16},
+          {"num_experts", 60},
+          {"num_experts_per_tok", 4},
+          {"num_hidden_layers", 24},
+          {"num_key_value_heads", 16},
+          {"output_router_logits", false},
+          {"rms_norm_eps", 1e-06},
+          {"rope_theta", 1000000.0},
+          {"router_aux_loss_coef", 0.001},
+          {"shared_expert_intermediate_size", 5632},
+          {"sliding_window", 32768},
+          {"tie_word_embeddings", false},
+          {"torch_dtype", "bfloat16"},
+          {"transformers_version", "4.40.0.dev0"},
+          {"use_cache", true},
+          {"use_sliding_window", false},
+          {"vocab_size", 151936}};
+}
+
+// A preset whose vocabulary follows the synthetic tokenizer.
+json without_vocab(json c) {
+  c.erase("vocab_size");
+  return c;
+}
+
 json with(json base, const json& fields) {
   for (auto it = fields.begin(); it != fields.end(); ++it) base[it.key()] = it.value();
   return base;
@@ -150,6 +245,88 @@ const std::vector<SynthPreset>& all_synth_presets() {
          c.erase("vocab_size");  // follows the tokenizer
          return c;
        }()},
+      {"mixtral", "tiny", "2 layers, 8 experts top-2, hidden 64, 4 heads (unit tests)",
+       [] {
+         json c = with(mixtral_base(), {{"hidden_size", 64},
+                                        {"num_hidden_layers", 2},
+                                        {"num_attention_heads", 4},
+                                        {"num_key_value_heads", 2},
+                                        {"intermediate_size", 96},
+                                        {"max_position_embeddings", 4096}});
+         c.erase("vocab_size");  // follows the tokenizer
+         return c;
+       }()},
+      {"mixtral", "small", "4 layers, 8 experts top-2, hidden 256 (~40 MiB in BF16)",
+       [] {
+         json c = with(mixtral_base(), {{"hidden_size", 256},
+                                        {"num_hidden_layers", 4},
+                                        {"num_attention_heads", 8},
+                                        {"num_key_value_heads", 2},
+                                        {"intermediate_size", 512},
+                                        {"max_position_embeddings", 8192}});
+         c.erase("vocab_size");
+         return c;
+       }()},
+      {"mixtral", "mixtral-8x7b", "the real Mixtral-8x7B shapes (~87 GiB in BF16)", mixtral_base()},
+      {"mixtral", "mixtral-8x22b", "the real Mixtral-8x22B shapes (~262 GiB in BF16)",
+       with(mixtral_base(), {{"hidden_size", 6144},
+                             {"intermediate_size", 16384},
+                             {"num_hidden_layers", 56},
+                             {"num_attention_heads", 48},
+                             {"max_position_embeddings", 65536},
+                             {"router_aux_loss_coef", 0.001}})},
+      {"olmoe", "tiny", "2 layers, 8 experts top-2, hidden 64, 4 heads (unit tests)",
+       without_vocab(with(olmoe_base(), {{"hidden_size", 64},
+                                         {"num_hidden_layers", 2},
+                                         {"num_attention_heads", 4},
+                                         {"num_key_value_heads", 2},
+                                         {"intermediate_size", 32},
+                                         {"num_experts", 8},
+                                         {"num_experts_per_tok", 2}}))},
+      {"olmoe", "small", "4 layers, 32 experts top-8, hidden 256 (~50 MiB in BF16)",
+       without_vocab(with(olmoe_base(), {{"hidden_size", 256},
+                                         {"num_hidden_layers", 4},
+                                         {"num_attention_heads", 8},
+                                         {"num_key_value_heads", 8},
+                                         {"intermediate_size", 256},
+                                         {"num_experts", 32},
+                                         {"num_experts_per_tok", 8}}))},
+      {"olmoe", "olmoe-1b-7b", "the real OLMoE-1B-7B shapes (~13 GiB in BF16)", olmoe_base()},
+      {"qwen2_moe", "tiny", "2 layers, 8 experts top-2 + a shared expert, hidden 64 (unit tests)",
+       without_vocab(with(qwen2_moe_base(), {{"hidden_size", 64},
+                                             {"num_hidden_layers", 2},
+                                             {"num_attention_heads", 4},
+                                             {"num_key_value_heads", 2},
+                                             {"intermediate_size", 128},
+                                             {"moe_intermediate_size", 32},
+                                             {"shared_expert_intermediate_size", 96},
+                                             {"num_experts", 8},
+                                             {"num_experts_per_tok", 2},
+                                             {"max_position_embeddings", 4096}}))},
+      {"qwen2_moe", "small", "4 layers, 30 experts top-4 + a shared expert, hidden 256 (~50 MiB in BF16)",
+       without_vocab(with(qwen2_moe_base(), {{"hidden_size", 256},
+                                             {"num_hidden_layers", 4},
+                                             {"num_attention_heads", 8},
+                                             {"num_key_value_heads", 2},
+                                             {"intermediate_size", 512},
+                                             {"moe_intermediate_size", 256},
+                                             {"shared_expert_intermediate_size", 512},
+                                             {"num_experts", 30},
+                                             {"num_experts_per_tok", 4}}))},
+      {"qwen2_moe", "qwen1.5-moe-a2.7b", "the real Qwen1.5-MoE-A2.7B shapes (~27 GiB in BF16)", qwen2_moe_base()},
+      {"qwen2_moe", "qwen2-57b-a14b", "the real Qwen2-57B-A14B shapes (~106 GiB in BF16)",
+       with(qwen2_moe_base(), {{"hidden_size", 3584},
+                               {"intermediate_size", 18944},
+                               {"num_hidden_layers", 28},
+                               {"num_attention_heads", 28},
+                               {"num_key_value_heads", 4},
+                               {"moe_intermediate_size", 2560},
+                               {"shared_expert_intermediate_size", 20480},
+                               {"num_experts", 64},
+                               {"num_experts_per_tok", 8},
+                               {"max_position_embeddings", 131072},
+                               {"max_window_layers", 28},
+                               {"sliding_window", 131072}})},
       {"gpt_oss", "gpt-oss-20b", "the real gpt-oss-20b shapes (~12.8 GiB as released: MXFP4 experts, BF16 trunk)",
        gpt_oss_base()},
       {"gpt_oss", "gpt-oss-120b", "the real gpt-oss-120b shapes (~60.8 GiB as released: MXFP4 experts, BF16 trunk)",
@@ -177,7 +354,37 @@ const SynthFamily& find_synth_family(const std::string& architecture) {
       {{"num_experts", {"num_local_experts"}},
        {"moe_intermediate_size", {"intermediate_size"}},
        {"num_experts_per_tok", {"num_experts_per_tok", "experts_per_token"}}}};
+  // Mistral's SentencePiece-style BPE: <s> bos, </s> eos, no pad.
+  static const SynthFamily mixtral{
+      SyntheticSpecials::Mistral,
+      {{"bos_token_id", "<s>"}, {"eos_token_id", "</s>"}},
+      {"</s>"},
+      "<s>",
+      "",
+      {{"transformers_version", "4.36.0.dev0"}},
+      {{"num_experts", {"num_local_experts"}}, {"moe_intermediate_size", {"intermediate_size"}}}};
+  // OLMoE: GPT-NeoX-style byte-level BPE; <|endoftext|> ends text, <|padding|> pads.
+  static const SynthFamily olmoe{
+      SyntheticSpecials::Olmoe,
+      {{"eos_token_id", "<|endoftext|>"}, {"pad_token_id", "<|padding|>"}},
+      {"<|endoftext|>"},
+      "<|endoftext|>",
+      "<|padding|>",
+      {{"transformers_version", "4.43.0.dev0"}},
+      {{"moe_intermediate_size", {"intermediate_size"}}}};
+  // Qwen1.5/Qwen2 chat models: ChatML, <|im_end|> and <|endoftext|> end a reply.
+  static const SynthFamily qwen2_moe{
+      SyntheticSpecials::Qwen2,
+      {{"bos_token_id", "<|endoftext|>"}, {"eos_token_id", "<|endoftext|>"}},
+      {"<|im_end|>", "<|endoftext|>"},
+      "<|endoftext|>",
+      "<|endoftext|>",
+      {{"transformers_version", "4.40.0.dev0"}},
+      {}};
   if (architecture == "gpt_oss") return gpt_oss;
+  if (architecture == "olmoe") return olmoe;
+  if (architecture == "qwen2_moe") return qwen2_moe;
+  if (architecture == "mixtral") return mixtral;
   return qwen3;
 }
 

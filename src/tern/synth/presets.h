@@ -27,7 +27,7 @@ struct SynthFamily {
   // config.json fields set to the id of a token piece, e.g. {"eos_token_id", "<|im_end|>"}.
   std::vector<std::pair<std::string, std::string>> config_token_ids;
   std::vector<std::string> eos;  // generation_config eos_token_id (present ones)
-  std::string bos, pad;          // generation_config bos/pad_token_id
+  std::string bos, pad;          // generation_config bos/pad_token_id (pad empty: none)
   nlohmann::json generation;     // other generation_config fields
   // generic field -> this family's fields (each set to the value)
   std::vector<std::pair<std::string, std::vector<std::string>>> field_aliases;

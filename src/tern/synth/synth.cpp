@@ -270,7 +270,7 @@ SynthResult synthesize_model(const SynthOptions& opt) {
 
   json generation = family.generation;
   generation["bos_token_id"] = token_id_for(tok, family, family.bos);
-  generation["pad_token_id"] = token_id_for(tok, family, family.pad);
+  if (!family.pad.empty()) generation["pad_token_id"] = token_id_for(tok, family, family.pad);
   json eos = json::array();
   for (const std::string& piece : family.eos)
     if (tok.token_id(piece) >= 0) eos.push_back(tok.token_id(piece));

@@ -8,6 +8,7 @@
 #include "tern/core/error.h"
 #include "tern/core/json.h"
 #include "tern/tokenizer/byte_level.h"
+#include "tern/tokenizer/utf8.h"
 
 namespace tern {
 
@@ -28,7 +29,7 @@ struct Candidate {
 };
 
 // Per-thread working memory for merge_word, reused across words.
-struct Scratch {
+struct MergeScratch {
   std::vector<int32_t> id, prev, next;
   std::vector<Candidate> heap;
 };
@@ -44,7 +45,7 @@ BpeModel::~BpeModel() = default;
 BpeModel::BpeModel(BpeModel&&) noexcept = default;
 BpeModel& BpeModel::operator=(BpeModel&&) noexcept = default;
 
-BpeModel BpeModel::from_json(const nlohmann::json& model) {
+BpeModel BpeModel::from_json(const nlohmann::json& model, Input input) {
   if (!model.is_object()) fail("tokenizer model must be an object");
   const std::string type = model.value("type", std::string("BPE"));
   if (type != "BPE") fail("unsupported tokenizer model type \"{}\" (supported: BPE)", printable(type));
@@ -59,9 +60,16 @@ BpeModel BpeModel::from_json(const nlohmann::json& model) {
   if (model.contains("dropout") && !model["dropout"].is_null() &&
       model["dropout"].get<double>() != 0.0)
     fail("unsupported BPE option: dropout");
-  if (model.value("byte_fallback", false)) fail("unsupported BPE option: byte_fallback");
+  const auto& fallback = model.contains("byte_fallback") ? model["byte_fallback"] : nlohmann::json();
+  if (!fallback.is_null() && !fallback.is_boolean())
+    fail("BPE byte_fallback must be true or false, got {}", json_excerpt(fallback));
+  const bool byte_fallback = fallback.is_boolean() && fallback.get<bool>();
+  if (byte_fallback && input == Input::Bytes)
+    fail("unsupported BPE option: byte_fallback with a ByteLevel pre_tokenizer");
 
   BpeModel bpe;
+  bpe.input_ = input;
+  bpe.byte_fallback_ = byte_fallback;
   const auto& vocab = model.at("vocab");
   if (!vocab.is_object()) fail("tokenizer model vocab must be an object");
   bpe.vocab_.reserve(vocab.size());
@@ -72,12 +80,27 @@ BpeModel BpeModel::from_json(const nlohmann::json& model) {
     bpe.vocab_.emplace(token, id.get<int32_t>());
   }
   bpe.byte_ids_.fill(-1);
+  bpe.fallback_ids_.fill(-1);
   for (int b = 0; b < 256; ++b) {
-    std::string key = bytes_to_byte_level(std::string(1, static_cast<char>(b)));
-    if (auto it = bpe.vocab_.find(key); it != bpe.vocab_.end()) bpe.byte_ids_[b] = it->second;
+    std::string key = input == Input::Bytes ? bytes_to_byte_level(std::string(1, static_cast<char>(b)))
+                                            : std::string(b < 0x80 ? 1 : 0, static_cast<char>(b));
+    if (auto it = bpe.vocab_.find(key); !key.empty() && it != bpe.vocab_.end()) bpe.byte_ids_[b] = it->second;
+    // tokenizers spells a fallback byte format!("<{:#04X}>"): <0x0A>.
+    if (auto it = bpe.vocab_.find(fmt::format("<0x{:02X}>", b)); it != bpe.vocab_.end())
+      bpe.fallback_ids_[b] = it->second;
   }
+  const auto& unk = model.contains("unk_token") ? model["unk_token"] : nlohmann::json();
+  if (unk.is_string()) {
+    auto it = bpe.vocab_.find(unk.get_ref<const std::string&>());
+    if (it == bpe.vocab_.end())
+      fail("BPE unk_token \"{}\" is not in the vocab", printable(unk.get_ref<const std::string&>()));
+    bpe.unk_id_ = it->second;
+  } else if (!unk.is_null()) {
+    fail("BPE unk_token must be a string or null, got {}", json_excerpt(unk));
+  }
+  bpe.fuse_unk_ = model.value("fuse_unk", false);
   bpe.ignore_merges_ = model.value("ignore_merges", false);
-  if (bpe.ignore_merges_) {
+  if (bpe.ignore_merges_ && input == Input::Bytes) {
     bpe.whole_words_.reserve(bpe.vocab_.size());
     for (const auto& [token, id] : bpe.vocab_)
       if (auto raw = byte_level_to_bytes(token)) bpe.whole_words_.emplace(std::move(*raw), id);
@@ -127,13 +150,14 @@ const BpeModel::Merge* BpeModel::find_merge(int32_t a, int32_t b) const {
 
 void BpeModel::encode_word(std::string_view bytes, std::vector<int32_t>& ids) const {
   if (bytes.empty()) return;
-  if (bytes.size() == 1) {
+  if (bytes.size() == 1 && (input_ == Input::Bytes || byte_ids_[static_cast<uint8_t>(bytes[0])] >= 0)) {
     int32_t id = byte_ids_[static_cast<uint8_t>(bytes[0])];
     if (id >= 0) ids.push_back(id);
     return;
   }
   if (ignore_merges_) {
-    if (auto it = whole_words_.find(bytes); it != whole_words_.end()) {
+    const TokenMap& whole = input_ == Input::Bytes ? whole_words_ : vocab_;
+    if (auto it = whole.find(bytes); it != whole.end()) {
       ids.push_back(it->second);
       return;
     }
@@ -160,12 +184,16 @@ void BpeModel::encode_word(std::string_view bytes, std::vector<int32_t>& ids) co
 // Linked-list BPE with a min-heap of candidate merges: O(n log n) per word,
 // so a megabyte-long run of one character does not go quadratic.
 void BpeModel::merge_word(std::string_view bytes, std::vector<int32_t>& ids) const {
-  thread_local Scratch s;
+  thread_local MergeScratch s;
   s.id.clear();
-  for (char c : bytes) {
-    // Bytes without a token are dropped, as tokenizers does without an unk_token.
-    int32_t id = byte_ids_[static_cast<uint8_t>(c)];
-    if (id >= 0) s.id.push_back(id);
+  if (input_ == Input::Chars) {
+    initial_char_symbols(bytes, s.id);
+  } else {
+    for (char c : bytes) {
+      // Bytes without a token are dropped, as tokenizers does without an unk_token.
+      int32_t id = byte_ids_[static_cast<uint8_t>(c)];
+      if (id >= 0) s.id.push_back(id);
+    }
   }
   const auto n = static_cast<int32_t>(s.id.size());
   s.prev.resize(n);
@@ -207,6 +235,44 @@ void BpeModel::merge_word(std::string_view bytes, std::vector<int32_t>& ids) con
     push(pos);
   }
   for (int32_t i = 0; i >= 0 && n > 0; i = s.next[i]) ids.push_back(s.id[i]);
+}
+
+void BpeModel::initial_char_symbols(std::string_view word, std::vector<int32_t>& symbols) const {
+  // A pending unk is emitted before the next character found in the vocab;
+  // fuse_unk grows it instead of starting another. As in tokenizers, byte
+  // fallback tokens do not emit a pending unk first (it follows them).
+  bool unk_pending = false;
+  size_t pos = 0;
+  while (pos < word.size()) {
+    const size_t begin = pos;
+    auto lead = static_cast<uint8_t>(word[pos]);
+    int32_t id = -1;
+    if (lead < 0x80) {
+      id = byte_ids_[lead];
+      ++pos;
+    } else {
+      utf8_decode(word, pos);
+      if (auto it = vocab_.find(word.substr(begin, pos - begin)); it != vocab_.end()) id = it->second;
+    }
+    if (id >= 0) {
+      if (unk_pending) symbols.push_back(unk_id_);
+      unk_pending = false;
+      symbols.push_back(id);
+      continue;
+    }
+    if (byte_fallback_) {
+      bool all = true;
+      for (size_t i = begin; i < pos; ++i) all = all && fallback_ids_[static_cast<uint8_t>(word[i])] >= 0;
+      if (all) {
+        for (size_t i = begin; i < pos; ++i) symbols.push_back(fallback_ids_[static_cast<uint8_t>(word[i])]);
+        continue;
+      }
+    }
+    if (unk_id_ < 0) continue;  // no unk_token: the character is dropped
+    if (unk_pending && !fuse_unk_) symbols.push_back(unk_id_);
+    unk_pending = true;
+  }
+  if (unk_pending) symbols.push_back(unk_id_);
 }
 
 }  // namespace tern

@@ -7,6 +7,7 @@
 
 #include "tern/core/error.h"
 #include "tern/core/json.h"
+#include "tern/tokenizer/utf8.h"
 
 namespace tern {
 
@@ -121,9 +122,37 @@ void PreTokenizer::add_steps(const nlohmann::json& config) {
       step.regex = regexes_.back().get();
     }
     steps_.push_back(step);
+  } else if (type == "Metaspace") {
+    Step step{Step::Kind::Metaspace};
+    step.replacement = config.value("replacement", std::string("\u2581"));
+    size_t end = 0;
+    if (step.replacement.empty() || utf8_valid_prefix(step.replacement) != step.replacement.size() ||
+        (utf8_decode(step.replacement, end), end != step.replacement.size()))
+      fail("tokenizer Metaspace replacement must be one character, got \"{}\"", printable(step.replacement));
+    const std::string scheme = config.value("prepend_scheme", std::string("always"));
+    if (scheme == "always") {
+      step.prepend_scheme = PrependScheme::Always;
+    } else if (scheme == "first") {
+      step.prepend_scheme = PrependScheme::First;
+    } else if (scheme == "never") {
+      step.prepend_scheme = PrependScheme::Never;
+    } else {
+      fail("unsupported Metaspace prepend_scheme \"{}\" (supported: always, first, never)", printable(scheme));
+    }
+    // Files older than prepend_scheme say add_prefix_space; tokenizers
+    // refuses false beside a scheme other than "never" (the default is "always").
+    if (config.contains("add_prefix_space") && config["add_prefix_space"].is_boolean() &&
+        !config["add_prefix_space"].get<bool>()) {
+      if (step.prepend_scheme != PrependScheme::Never)
+        fail("tokenizer Metaspace add_prefix_space false does not match its prepend_scheme \"{}\"", scheme);
+    }
+    step.split = config.value("split", true);
+    steps_.push_back(step);
   } else {
-    fail("unsupported tokenizer pre_tokenizer type \"{}\" (supported: Split, ByteLevel, Sequence)",
-         printable(type));
+    fail(
+        "unsupported tokenizer pre_tokenizer type \"{}\" (supported: Split, ByteLevel, Metaspace, "
+        "Sequence)",
+        printable(type));
   }
 }
 
@@ -155,12 +184,64 @@ void PreTokenizer::apply_split(const Step& step, const std::string& buffer,
   }
 }
 
-void PreTokenizer::split(std::string& buffer, std::vector<ByteRange>& pieces) const {
+// Metaspace on each piece, as tokenizers: spaces become the replacement, the
+// replacement is prepended (unless the piece starts with it; "first": only to
+// the piece at the start of the input), then the piece is cut before each
+// replacement (MergedWithNext). Changed pieces are appended to `buffer`.
+void PreTokenizer::apply_metaspace(const Step& step, std::string& buffer, bool first_at_start,
+                                   std::vector<ByteRange>& pieces) {
+  thread_local std::string text;
+  thread_local std::vector<ByteRange> out;
+  out.clear();
+  const std::string_view rep = step.replacement;
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    ByteRange piece = pieces[i];
+    std::string_view view(buffer.data() + piece.begin, piece.end - piece.begin);
+    const bool starts_with_rep = view.substr(0, rep.size()) == rep;
+    bool prepend = false;
+    if (step.prepend_scheme == PrependScheme::Always) prepend = !starts_with_rep && view[0] != ' ';
+    if (step.prepend_scheme == PrependScheme::First)
+      prepend = !starts_with_rep && view[0] != ' ' && i == 0 && first_at_start;
+    if (prepend || view.find(' ') != std::string_view::npos) {
+      text.clear();
+      if (prepend) text.append(rep);
+      for (char c : view) {
+        if (c == ' ')
+          text.append(rep);
+        else
+          text += c;
+      }
+      piece = {buffer.size(), buffer.size() + text.size()};
+      buffer.append(text);
+    }
+    if (!step.split) {
+      out.push_back(piece);
+      continue;
+    }
+    std::string_view s(buffer.data() + piece.begin, piece.end - piece.begin);
+    size_t begin = 0;
+    for (size_t at = s.find(rep, 1); at != std::string_view::npos; at = s.find(rep, at + rep.size())) {
+      if (at > begin) out.push_back({piece.begin + begin, piece.begin + at});
+      begin = at;
+    }
+    out.push_back({piece.begin + begin, piece.end});
+  }
+  pieces.swap(out);
+}
+
+void PreTokenizer::split(std::string& buffer, std::vector<ByteRange>& pieces, bool at_text_start) const {
   pieces.clear();
   if (buffer.empty()) return;
   pieces.push_back({0, buffer.size()});
   std::vector<ByteRange> next;
+  // Whether pieces[0] still begins where the input began (Metaspace "first").
+  bool first_at_start = at_text_start;
   for (const Step& step : steps_) {
+    if (pieces.empty()) return;
+    if (step.kind == Step::Kind::Metaspace) {
+      apply_metaspace(step, buffer, first_at_start, pieces);
+      continue;
+    }
     if (step.kind == Step::Kind::ByteLevel && step.add_prefix_space) {
       // tokenizers prepends the space to every piece that lacks one, not just
       // the first: pieces are split independently by then.
@@ -177,6 +258,7 @@ void PreTokenizer::split(std::string& buffer, std::vector<ByteRange>& pieces) co
     if (!step.regex) continue;
     next.clear();
     apply_split(step, buffer, pieces, next);
+    first_at_start = first_at_start && !next.empty() && next[0].begin == pieces[0].begin;
     pieces.swap(next);
   }
 }

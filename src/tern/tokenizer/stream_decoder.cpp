@@ -39,8 +39,19 @@ size_t valid_subpart(std::string_view s, int& needed) {
 }
 }  // namespace
 
+StreamDecoder::StreamDecoder(const Tokenizer& tokenizer, bool continuation) : tokenizer_(&tokenizer) {
+  if (!tokenizer.is_byte_level()) chain_ = tokenizer.token_decoder().start(continuation);
+}
+
 std::string StreamDecoder::push(int32_t id) {
-  return push_bytes(tokenizer_->token_piece(id));
+  if (tokenizer_->is_byte_level()) return push_bytes(tokenizer_->token_piece(id));
+  std::string out;
+  tokenizer_->token_decoder().push(chain_, tokenizer_->decoder_token(id), out);
+  return out;
+}
+
+size_t StreamDecoder::pending_bytes() const {
+  return pending_.size() + (tokenizer_->is_byte_level() ? 0 : tokenizer_->token_decoder().pending_bytes(chain_));
 }
 
 std::string StreamDecoder::push_bytes(std::string_view bytes) {
@@ -77,6 +88,7 @@ std::string StreamDecoder::flush() {
   std::string out;
   if (!pending_.empty()) out = std::string(kReplacement);
   pending_.clear();
+  if (!tokenizer_->is_byte_level()) tokenizer_->token_decoder().flush(chain_, out);
   return out;
 }
 

@@ -5,7 +5,9 @@
 #include <string_view>
 #include <vector>
 
+#include "tern/core/error.h"
 #include "tern/tokenizer/bpe_trainer.h"
+#include "tern/tokenizer/mixtral_chat_template.h"
 #include "tern/tokenizer/pre_tokenizer.h"
 #include "tern/tokenizer/qwen3_chat_template.h"
 #include "tern/tokenizer/synthetic_corpus.h"
@@ -44,6 +46,26 @@ constexpr QwenAddedToken kQwen3AddedTokens[] = {
     {"<think>", false},           {"</think>", false},
 };
 
+// Qwen1.5/Qwen2's added tokens.
+constexpr QwenAddedToken kQwen2AddedTokens[] = {
+    {"<|endoftext|>", true}, {"<|im_start|>", true}, {"<|im_end|>", true}};
+// OLMoE's (GPT-NeoX-20B style) end-of-text and padding tokens.
+constexpr QwenAddedToken kOlmoeAddedTokens[] = {{"<|endoftext|>", true}, {"<|padding|>", true}};
+
+// Qwen1.5/Qwen2's chat template (ChatML with a default system prompt).
+constexpr std::string_view kQwen2ChatTemplate =
+    "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"
+    "{{ '<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n' }}{% endif %}"
+    "{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}";
+// The Tulu template of OLMoE-1B-7B-0924-Instruct, as its model card renders it.
+constexpr std::string_view kTuluChatTemplate =
+    "{{ bos_token }}{% for message in messages %}{% if message['role'] == 'system' %}"
+    "{{ '<|system|>\n' + message['content'] + '\n' }}{% elif message['role'] == 'user' %}"
+    "{{ '<|user|>\n' + message['content'] + '\n' }}{% elif message['role'] == 'assistant' %}"
+    "{{ '<|assistant|>\n' + message['content'] + eos_token + '\n' }}{% endif %}"
+    "{% if loop.last and add_generation_prompt %}{{ '<|assistant|>\n' }}{% endif %}{% endfor %}";
+
 ordered_json byte_level(bool use_regex) {
   return {{"type", "ByteLevel"},
           {"add_prefix_space", false},
@@ -79,11 +101,103 @@ ordered_json added_token_fields(const QwenAddedToken& t) {
   return {{"content", t.content}, {"single_word", false}, {"lstrip", false},
           {"rstrip", false},      {"normalized", false},  {"special", t.special}};
 }
+// Mistral-7B/Mixtral-8x7B's tokenizer.json layout (legacy SentencePiece BPE).
+SyntheticTokenizer build_mistral_tokenizer(const SyntheticTokenizerOptions& options) {
+  BpeVocabulary bpe = train_metaspace_bpe(kSyntheticTokenizerCorpus, options.merges);
+  const std::string_view specials[] = {"<unk>", "<s>", "</s>"};
+  ordered_json vocab = ordered_json::object();
+  ordered_json added = ordered_json::array();
+  ordered_json added_decoder = ordered_json::object();
+  int32_t id = 0;
+  for (std::string_view special : specials) {
+    vocab[std::string(special)] = id;
+    ordered_json entry = {{"id", id}};
+    entry.update(added_token_fields({special, true}));
+    added.push_back(entry);
+    added_decoder[std::to_string(id)] = {{"content", special}, {"lstrip", false},      {"normalized", false},
+                                         {"rstrip", false},    {"single_word", false}, {"special", true}};
+    ++id;
+  }
+  for (int b = 0; b < 256; ++b) vocab[fmt::format("<0x{:02X}>", b)] = id++;
+  for (const std::string& token : bpe.tokens) {
+    if (vocab.contains(token)) fail("synthetic Mistral tokenizer: learned token \"{}\" is already in the vocab", token);
+    vocab[token] = id++;
+  }
+  ordered_json merges = ordered_json::array();
+  for (const auto& [a, b] : bpe.merges) merges.push_back(a + " " + b);
+
+  const ordered_json bos_template = {{"SpecialToken", {{"id", "<s>"}, {"type_id", 0}}}};
+  auto sequence = [](const char* name, int type_id) {
+    return ordered_json{{"Sequence", {{"id", name}, {"type_id", type_id}}}};
+  };
+  ordered_json tokenizer = {
+      {"version", "1.0"},
+      {"truncation", nullptr},
+      {"padding", nullptr},
+      {"added_tokens", added},
+      {"normalizer",
+       {{"type", "Sequence"},
+        {"normalizers", ordered_json::array({{{"type", "Prepend"}, {"prepend", "\u2581"}},
+                                             {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", "\u2581"}}})}}},
+      {"pre_tokenizer", nullptr},
+      {"post_processor",
+       {{"type", "TemplateProcessing"},
+        {"single", ordered_json::array({bos_template, sequence("A", 0)})},
+        {"pair", ordered_json::array({bos_template, sequence("A", 0),
+                                      {{"SpecialToken", {{"id", "<s>"}, {"type_id", 1}}}}, sequence("B", 1)})},
+        {"special_tokens", {{"<s>", {{"id", "<s>"}, {"ids", {1}}, {"tokens", {"<s>"}}}}}}}},
+      {"decoder",
+       {{"type", "Sequence"},
+        {"decoders", ordered_json::array({{{"type", "Replace"}, {"pattern", {{"String", "\u2581"}}}, {"content", " "}},
+                                          {{"type", "ByteFallback"}},
+                                          {{"type", "Fuse"}},
+                                          {{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}}})}}},
+      {"model",
+       {{"type", "BPE"},
+        {"dropout", nullptr},
+        {"unk_token", "<unk>"},
+        {"continuing_subword_prefix", nullptr},
+        {"end_of_word_suffix", nullptr},
+        {"fuse_unk", true},
+        {"byte_fallback", true},
+        {"vocab", vocab},
+        {"merges", merges}}},
+  };
+  ordered_json config = {
+      {"add_bos_token", true},
+      {"add_eos_token", false},
+      {"added_tokens_decoder", added_decoder},
+      {"additional_special_tokens", ordered_json::array()},
+      {"bos_token", "<s>"},
+      {"chat_template", kMixtralChatTemplate},
+      {"clean_up_tokenization_spaces", false},
+      {"eos_token", "</s>"},
+      {"legacy", true},
+      {"model_max_length", options.model_max_length},
+      {"pad_token", nullptr},
+      {"sp_model_kwargs", ordered_json::object()},
+      {"spaces_between_special_tokens", false},
+      {"tokenizer_class", "LlamaTokenizer"},
+      {"unk_token", "<unk>"},
+      {"use_default_system_prompt", false},
+  };
+  SyntheticTokenizer out;
+  out.tokenizer_json = tokenizer.dump(2) + "\n";
+  out.tokenizer_config_json = config.dump(2) + "\n";
+  out.vocab_size = id;
+  out.eos_id = 2;   // </s>
+  out.pad_id = -1;  // Mixtral has no pad token (pad_token null)
+  return out;
+}
 }  // namespace
 
 SyntheticTokenizer build_synthetic_tokenizer(const SyntheticTokenizerOptions& options) {
+  if (options.specials == SyntheticSpecials::Mistral) return build_mistral_tokenizer(options);
   const bool harmony = options.specials == SyntheticSpecials::Harmony;
-  const ordered_json pre = pre_tokenizer_config(harmony ? kO200kPattern : kQwen2Pattern);
+  const bool olmoe = options.specials == SyntheticSpecials::Olmoe;
+  const bool qwen2 = options.specials == SyntheticSpecials::Qwen2;
+  ordered_json pre = pre_tokenizer_config(harmony ? kO200kPattern : kQwen2Pattern);
+  if (olmoe) pre = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", true}};
   BpeVocabulary bpe =
       train_byte_level_bpe(kSyntheticTokenizerCorpus, PreTokenizer::from_json(pre), options.merges);
   const auto first_added = static_cast<int32_t>(bpe.tokens.size());
@@ -93,6 +207,10 @@ SyntheticTokenizer build_synthetic_tokenizer(const SyntheticTokenizerOptions& op
   if (harmony) {
     harmony_names = harmony_added_tokens();
     for (const std::string& name : harmony_names) added_tokens.push_back({name, true});
+  } else if (olmoe) {
+    added_tokens.assign(std::begin(kOlmoeAddedTokens), std::end(kOlmoeAddedTokens));
+  } else if (qwen2) {
+    added_tokens.assign(std::begin(kQwen2AddedTokens), std::end(kQwen2AddedTokens));
   } else {
     added_tokens.assign(std::begin(kQwen3AddedTokens), std::end(kQwen3AddedTokens));
   }
@@ -109,9 +227,9 @@ SyntheticTokenizer build_synthetic_tokenizer(const SyntheticTokenizerOptions& op
     ordered_json fields = {{"content", t.content}, {"lstrip", false},      {"normalized", false},
                            {"rstrip", false},      {"single_word", false}, {"special", t.special}};
     added_decoder[std::to_string(id)] = fields;
-    if (!harmony && t.special && t.content != "<|endoftext|>") additional_special.push_back(t.content);
-    if (t.content == "<|endoftext|>") out.pad_id = id;
-    if (t.content == (harmony ? "<|return|>" : "<|im_end|>")) out.eos_id = id;
+    if (!harmony && !olmoe && t.special && t.content != "<|endoftext|>") additional_special.push_back(t.content);
+    if (t.content == (olmoe ? "<|padding|>" : "<|endoftext|>")) out.pad_id = id;
+    if (t.content == (harmony ? "<|return|>" : olmoe ? "<|endoftext|>" : "<|im_end|>")) out.eos_id = id;
     ++id;
   }
 
@@ -142,7 +260,21 @@ SyntheticTokenizer build_synthetic_tokenizer(const SyntheticTokenizerOptions& op
         {"merges", merges}}},
   };
   ordered_json config;
-  if (harmony) {
+  if (olmoe) {
+    config = {
+        {"add_bos_token", false},
+        {"add_eos_token", false},
+        {"added_tokens_decoder", added_decoder},
+        {"bos_token", "<|endoftext|>"},
+        {"chat_template", kTuluChatTemplate},
+        {"clean_up_tokenization_spaces", true},
+        {"eos_token", "<|endoftext|>"},
+        {"model_max_length", options.model_max_length},
+        {"pad_token", "<|padding|>"},
+        {"tokenizer_class", "GPTNeoXTokenizer"},
+        {"unk_token", nullptr},
+    };
+  } else if (harmony) {
     config = {
         {"added_tokens_decoder", added_decoder},
         {"bos_token", "<|startoftext|>"},
@@ -161,7 +293,7 @@ SyntheticTokenizer build_synthetic_tokenizer(const SyntheticTokenizerOptions& op
         {"added_tokens_decoder", added_decoder},
         {"additional_special_tokens", additional_special},
         {"bos_token", nullptr},
-        {"chat_template", kQwen3ChatTemplate},
+        {"chat_template", qwen2 ? kQwen2ChatTemplate : kQwen3ChatTemplate},
         {"clean_up_tokenization_spaces", false},
         {"eos_token", "<|im_end|>"},
         {"errors", "replace"},

@@ -1,10 +1,11 @@
 #pragma once
 // A small, deterministic tokenizer for random-weight test models (Tern's
 // tests run offline, so their models cannot download a real one). Same
-// structure as the real family's tokenizer.json (Qwen3 or gpt-oss, see
-// SyntheticSpecials) — pre-tokenizer split regex, ByteLevel, BPE — with
-// merges learned from an embedded corpus and the family's added tokens
-// appended after the vocabulary.
+// structure as the real family's tokenizer.json (see SyntheticSpecials):
+// Qwen3 and gpt-oss — pre-tokenizer split regex, ByteLevel, BPE, the
+// family's added tokens appended after the vocabulary; Mistral — the legacy
+// SentencePiece-style BPE with byte fallback of Mistral-7B/Mixtral-8x7B.
+// Merges are learned from an embedded corpus.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -25,13 +26,31 @@ enum class SyntheticSpecials {
   // bos <|startoftext|>, eos <|return|>, pad <|endoftext|>, no chat template
   // (the engine renders harmony itself).
   Harmony,
+  // Mistral/Mixtral (legacy Llama-2-style file): normalizer Prepend "▁" +
+  // Replace " " -> "▁", no pre-tokenizer, BPE with byte_fallback, fuse_unk
+  // and unk_token <unk>, TemplateProcessing adding <s>, decoder Replace "▁"
+  // -> " ", ByteFallback, Fuse, Strip one leading space. Ids: <unk>=0, <s>=1,
+  // </s>=2 (the added tokens, all special), <0x00>..<0xFF> = 3..258, then
+  // the single characters and merged pieces learned from the corpus in the
+  // "▁" alphabet. tokenizer_config.json as Mixtral-8x7B-Instruct-v0.1's
+  // (LlamaTokenizer, legacy, add_bos_token, its [INST] chat template).
+  Mistral,
+  // Qwen1.5/Qwen2 (Qwen1.5-MoE-A2.7B-Chat, Qwen2-57B-A14B-Instruct): as
+  // Qwen3's file but only <|endoftext|> <|im_start|> <|im_end|> added (all
+  // special), and their ChatML template with the default system prompt.
+  Qwen2,
+  // OLMoE (GPT-NeoX-20B style, OLMoE-1B-7B-0924-Instruct): NFC, ByteLevel
+  // with GPT-2's regex, added <|endoftext|> (bos, eos) and <|padding|> (pad),
+  // the Tulu chat template as its model card renders it.
+  Olmoe,
 };
 
 struct SyntheticTokenizerOptions {
   SyntheticSpecials specials = SyntheticSpecials::Qwen3;
   // Merges to learn; fewer if the corpus runs out of pairs seen twice.
   // The embedded corpus yields ~820 merges seen twice, so the default gives
-  // ~1100 tokens (256 bytes + merges + 26 added tokens).
+  // ~1100 tokens (256 bytes + merges + 26 added tokens; Mistral: 259 + the
+  // corpus's characters + merges).
   size_t merges = 1024;
   int64_t model_max_length = 131072;
 };
@@ -40,8 +59,8 @@ struct SyntheticTokenizer {
   std::string tokenizer_json;         // Hugging Face tokenizer.json text
   std::string tokenizer_config_json;  // tokenizer_config.json text (chat template, eos/pad)
   int32_t vocab_size = 0;             // max id + 1, including added tokens
-  int32_t eos_id = -1;                // <|im_end|> (Harmony: <|return|>)
-  int32_t pad_id = -1;                // <|endoftext|>
+  int32_t eos_id = -1;                // <|im_end|> (Harmony: <|return|>, Mistral: </s>, Olmoe: <|endoftext|>)
+  int32_t pad_id = -1;                // <|endoftext|> (Mistral: -1, it has no pad token; Olmoe: <|padding|>)
 };
 
 // Same options -> byte-identical output.

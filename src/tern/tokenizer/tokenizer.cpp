@@ -25,15 +25,17 @@ std::string type_of(const nlohmann::json& config) {
   return config.is_object() ? config.value("type", std::string()) : std::string();
 }
 
-void check_decoder(const nlohmann::json& decoder) {
+// A byte-level tokenizer's decoder: decode() gives the tokens' raw bytes.
+void check_byte_level_decoder(const nlohmann::json& decoder) {
   if (decoder.is_null()) return;
   std::string type = type_of(decoder);
   if (type == "ByteLevel") return;
   if (type == "Sequence") {
-    for (const auto& d : decoder.at("decoders")) check_decoder(d);
+    for (const auto& d : decoder.at("decoders")) check_byte_level_decoder(d);
     return;
   }
-  fail("unsupported tokenizer decoder type \"{}\" (supported: ByteLevel, Sequence)", printable(type));
+  fail("unsupported tokenizer decoder type \"{}\" with a ByteLevel pre_tokenizer (supported: ByteLevel, Sequence)",
+       printable(type));
 }
 
 // Returns the id of the special token a TemplateProcessing puts before the
@@ -99,10 +101,16 @@ Tokenizer Tokenizer::from_json_text(std::string_view json_text, std::string_view
       fail("no \"model\" object (is this a tokenizer.json?)");
     tok.normalizer_ = Normalizer::from_json(root.value("normalizer", nlohmann::json()));
     tok.pre_tokenizer_ = PreTokenizer::from_json(root.value("pre_tokenizer", nlohmann::json()));
-    if (!tok.pre_tokenizer_.has_byte_level())
-      fail("pre_tokenizer has no ByteLevel step; only byte-level BPE tokenizers are supported");
-    check_decoder(root.value("decoder", nlohmann::json()));
-    tok.model_ = BpeModel::from_json(root.at("model"));
+    // With a ByteLevel step BPE works on raw bytes; without one (Metaspace,
+    // or no pre-tokenizer after a Prepend/Replace normalizer) on the text's
+    // characters, SentencePiece style.
+    const bool byte_level = tok.pre_tokenizer_.has_byte_level();
+    const nlohmann::json decoder = root.value("decoder", nlohmann::json());
+    if (byte_level)
+      check_byte_level_decoder(decoder);
+    else
+      tok.decoder_ = TokenDecoder::from_json(decoder);
+    tok.model_ = BpeModel::from_json(root.at("model"), byte_level ? BpeModel::Input::Bytes : BpeModel::Input::Chars);
     tok.added_tokens_ = parse_added_tokens(root.value("added_tokens", nlohmann::json()));
     tok.bos_id_ = parse_post_processor(root.value("post_processor", nlohmann::json()));
   } catch (const nlohmann::json::exception& e) {
@@ -124,10 +132,14 @@ Tokenizer Tokenizer::from_json_text(std::string_view json_text, std::string_view
     TokenInfo& info = tok.tokens_[id];
     info.present = true;
     info.vocab_string = s;
-    // The ByteLevel decoder falls back to a token's own UTF-8 when it has
-    // characters outside the byte alphabet.
-    auto raw = byte_level_to_bytes(s);
-    info.bytes = raw ? std::move(*raw) : s;
+    if (tok.is_byte_level()) {
+      // The ByteLevel decoder falls back to a token's own UTF-8 when it has
+      // characters outside the byte alphabet.
+      auto raw = byte_level_to_bytes(s);
+      info.bytes = raw ? std::move(*raw) : s;
+    } else {
+      info.bytes = tok.decoder_.piece(s);
+    }
   }
   for (const AddedToken& a : tok.added_tokens_) {
     TokenInfo& info = tok.tokens_[a.id];
@@ -164,19 +176,36 @@ const std::string& Tokenizer::token_string(int32_t id) const {
   return info(id).vocab_string;
 }
 
+const std::string& Tokenizer::decoder_token(int32_t id) const {
+  const TokenInfo& t = info(id);
+  return t.added ? t.bytes : t.vocab_string;
+}
+
 int32_t Tokenizer::token_id(std::string_view piece) const {
   if (auto it = added_by_content_.find(piece); it != added_by_content_.end()) return it->second;
   if (auto it = model_.vocab().find(piece); it != model_.vocab().end()) return it->second;
-  if (auto it = model_.vocab().find(bytes_to_byte_level(piece)); it != model_.vocab().end())
-    return it->second;
+  if (is_byte_level()) {
+    if (auto it = model_.vocab().find(bytes_to_byte_level(piece)); it != model_.vocab().end()) return it->second;
+    return -1;
+  }
+  // SentencePiece-style: spaces are spelled "▁"; a lone byte may be a <0xXX> token.
+  std::string spelled;
+  for (char c : piece) {
+    if (c == ' ')
+      spelled += "\u2581";
+    else
+      spelled += c;
+  }
+  if (auto it = model_.vocab().find(spelled); it != model_.vocab().end()) return it->second;
+  if (piece.size() == 1) return model_.byte_fallback_id(static_cast<uint8_t>(piece[0]));
   return -1;
 }
 
-void Tokenizer::encode_plain(std::string_view text, std::vector<int32_t>& ids) const {
+void Tokenizer::encode_plain(std::string_view text, bool at_text_start, std::vector<int32_t>& ids) const {
   thread_local std::string buffer;
   thread_local std::vector<ByteRange> pieces;
   normalizer_.apply(text, buffer);
-  pre_tokenizer_.split(buffer, pieces);
+  pre_tokenizer_.split(buffer, pieces, at_text_start);
   for (const ByteRange& p : pieces)
     model_.encode_word(std::string_view(buffer).substr(p.begin, p.end - p.begin), ids);
 }
@@ -194,14 +223,21 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, const EncodeOption
     if (seg.token_id >= 0)
       ids.push_back(seg.token_id);
     else
-      encode_plain(text.substr(seg.begin, seg.end - seg.begin), ids);
+      encode_plain(text.substr(seg.begin, seg.end - seg.begin), seg.begin == 0, ids);
   }
   return ids;
 }
 
 std::string Tokenizer::decode(std::span<const int32_t> ids) const {
   std::string out;
-  for (int32_t id : ids) out += info(id).bytes;
+  if (is_byte_level()) {
+    for (int32_t id : ids) out += info(id).bytes;
+    return out;
+  }
+  // The same calls StreamDecoder makes, so streamed text equals this text.
+  TokenDecoder::State state = decoder_.start();
+  for (int32_t id : ids) decoder_.push(state, decoder_token(id), out);
+  decoder_.flush(state, out);
   return out;
 }
 

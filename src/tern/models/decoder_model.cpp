@@ -1,0 +1,92 @@
+#include "tern/models/decoder_model.h"
+
+#include <cmath>
+
+#include "tern/core/error.h"
+#include "tern/kernels/ops.h"
+
+namespace tern {
+
+DecoderModel::DecoderModel(const TernModel& tm, ExpertCache& cache, ThreadPool* pool, const ModelOptions& opt)
+    : cfg_(tm.config()), tm_(tm), cache_(cache), pool_(pool), opt_(opt), w_(tm, opt.verify_trunk) {}
+
+std::string DecoderModel::layer_prefix(int64_t layer) { return fmt::format("model.layers.{}.", layer); }
+
+void DecoderModel::load_attention_projections(AttentionWeights& attn, const std::string& prefix, bool qkv_bias,
+                                              bool o_bias) const {
+  attn.q = w_.matrix(prefix + "q_proj.weight");
+  attn.k = w_.matrix(prefix + "k_proj.weight");
+  attn.v = w_.matrix(prefix + "v_proj.weight");
+  attn.o = w_.matrix(prefix + "o_proj.weight");
+  if (qkv_bias) {
+    attn.q_bias = w_.vector(prefix + "q_proj.bias");
+    attn.k_bias = w_.vector(prefix + "k_proj.bias");
+    attn.v_bias = w_.vector(prefix + "v_proj.bias");
+  }
+  if (o_bias) attn.o_bias = w_.vector(prefix + "o_proj.bias");
+}
+
+void DecoderModel::load_dense_mlp(DecoderLayer& layer, const std::string& prefix) const {
+  layer.gate = w_.matrix(prefix + "gate_proj.weight");
+  layer.up = w_.matrix(prefix + "up_proj.weight");
+  layer.down = w_.matrix(prefix + "down_proj.weight");
+}
+
+AttentionShape DecoderModel::default_attention_shape(double scale_factor) const {
+  const ModelConfig& c = cfg_;
+  return {c.hidden_size, c.num_heads, c.num_kv_heads, c.head_dim, static_cast<float>(c.rms_norm_eps),
+          static_cast<float>(scale_factor / std::sqrt(static_cast<double>(c.head_dim))), inv_freq_.data()};
+}
+
+const ExpertLayer* DecoderModel::experts_of(int64_t layer) const {
+  const ExpertLayer* experts = tm_.manifest().find_expert_layer(layer);
+  if (!experts) fail("layer {} is MoE but the container has no experts for it", layer);
+  return experts;
+}
+
+void DecoderModel::finish_loading() {
+  embed_ = w_.matrix("model.embed_tokens.weight");
+  lm_head_ = cfg_.tie_word_embeddings ? embed_ : w_.matrix("lm_head.weight");
+  final_norm_ = w_.vector("model.norm.weight");
+  moe_.clear();
+  for (const DecoderLayer& L : layers_) moe_.push_back(L.moe);
+}
+
+void DecoderModel::forward_batch(std::span<const SequenceBatch> sequences, ForwardTrace* trace) {
+  layout_batch(sequences, rows_);
+  const auto n = static_cast<int64_t>(rows_.tokens.size());
+  const int64_t H = cfg_.hidden_size;
+  const float eps = shape_.norm_eps;
+  float* x = scratch_.get(0, n * H);
+  float* xn = scratch_.get(1, n * H);
+  float* y = scratch_.get(2, n * H);
+  embed_tokens(embed_, rows_.tokens, cfg_.vocab_size, H, x);
+  start_trace(trace, cfg_.num_layers);
+  for (int64_t l = 0; l < cfg_.num_layers; ++l) {
+    const DecoderLayer& L = layers_[static_cast<size_t>(l)];
+    AttentionShape shape = shape_;
+    shape.window = L.window;
+    for (int64_t t = 0; t < n; ++t) rmsnorm(x + t * H, L.input_norm, H, eps, xn + t * H);
+    attention_forward(L.attn, shape, xn, rows_.slots, l, y, attn_scratch_, pool_);
+    add(x, y, x, n * H);
+    for (int64_t t = 0; t < n; ++t) rmsnorm(x + t * H, L.post_norm, H, eps, xn + t * H);
+    if (L.moe.experts) {
+      const Lookahead ahead =
+          lookahead_after(moe_, l, opt_.prefetch_depth, x, eps, opt_.prefetch_margin, &predictions_);
+      moe_forward(L.moe, cache_, xn, n, H, y, mlp_scratch_, pool_, &counters_,
+                  trace ? &trace->routing[static_cast<size_t>(l)] : nullptr, ffn_, &ahead);
+    } else {
+      swiglu_mlp(L.gate, L.up, L.down, xn, n, y, mlp_scratch_, pool_);
+    }
+    add(x, y, x, n * H);
+    if (opt_.prefetch_depth > 0)
+      lookahead_refresh(lookahead_after(moe_, l, 1, x, eps, opt_.prefetch_margin, &predictions_), cache_, n, H,
+                        mlp_scratch_, pool_);
+    trace_hidden(trace, l, x, n * H);
+  }
+  const auto m = static_cast<int64_t>(rows_.logit_rows.size());
+  final_logits(lm_head_, final_norm_, eps, x, H, sequences, rows_, xn,
+               sequences.size() > 1 ? scratch_.get(3, m * cfg_.vocab_size) : nullptr, pool_);
+}
+
+}  // namespace tern

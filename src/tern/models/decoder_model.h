@@ -1,0 +1,80 @@
+#pragma once
+// DecoderModel — the pre-norm decoder every supported architecture is:
+//   x += attention(rmsnorm(x))                  per layer: its AttentionWeights
+//                                               and sliding window (0: none)
+//   x += moe(rmsnorm(x)) or mlp(rmsnorm(x))     routed experts (+ an optional
+//                                               gated shared expert), or a dense
+//                                               SwiGLU MLP
+// then logits = lm_head(rmsnorm(x)). An architecture file loads its tensors
+// into DecoderLayers and sets the shapes; the forward pass, the lookahead
+// prefetch and the tracing are this class's, so every mechanism applies to
+// every architecture unchanged.
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "tern/models/attention_block.h"
+#include "tern/models/decoder.h"
+#include "tern/models/model.h"
+#include "tern/models/moe_block.h"
+#include "tern/models/trunk_weights.h"
+
+namespace tern {
+
+struct DecoderLayer {
+  const float* input_norm = nullptr;
+  const float* post_norm = nullptr;
+  AttentionWeights attn;
+  int64_t window = 0;        // > 0: sliding-window attention over this many keys
+  MoeLayerRef moe;           // experts null: a dense layer
+  WeightView gate, up, down;  // the dense layer's SwiGLU MLP
+};
+
+class DecoderModel : public Model {
+ public:
+  const ModelConfig& config() const override { return cfg_; }
+  uint64_t resident_bytes() const override { return w_.resident_bytes(); }
+  void forward_batch(std::span<const SequenceBatch> sequences, ForwardTrace* trace) override;
+
+ protected:
+  DecoderModel(const TernModel& tm, ExpertCache& cache, ThreadPool* pool, const ModelOptions& opt);
+
+  // Called by the architecture's constructor once layers_, shape_ and ffn_
+  // are set: loads embeddings, final norm and lm_head (tied when configured)
+  // and indexes the MoE layers for the lookahead.
+  void finish_loading();
+  // The attention shape of cfg_ with a softmax scale of 1/sqrt(head_dim) times
+  // `scale_factor`, RoPE from inv_freq_ (set inv_freq_ first).
+  AttentionShape default_attention_shape(double scale_factor = 1.0) const;
+  // Layer l's experts in the container; throws if the container has none.
+  const ExpertLayer* experts_of(int64_t layer) const;
+  // q/k/v/o_proj weights under `prefix` ("model.layers.3.self_attn."), with
+  // q/k/v biases when qkv_bias and an o bias when o_bias.
+  void load_attention_projections(AttentionWeights& attn, const std::string& prefix, bool qkv_bias, bool o_bias) const;
+  // A dense layer's gate_proj/up_proj/down_proj under `prefix` ("model.layers.3.mlp.").
+  void load_dense_mlp(DecoderLayer& layer, const std::string& prefix) const;
+  // "model.layers.{l}."
+  static std::string layer_prefix(int64_t layer);
+
+  const ModelConfig& cfg_;
+  const TernModel& tm_;
+  ExpertCache& cache_;
+  ThreadPool* pool_;
+  ModelOptions opt_;
+  TrunkWeights w_;
+  std::vector<float> inv_freq_;
+  AttentionShape shape_;
+  ExpertFfn ffn_;
+  std::vector<DecoderLayer> layers_;
+
+ private:
+  WeightView embed_, lm_head_;
+  const float* final_norm_ = nullptr;
+  std::vector<MoeLayerRef> moe_;
+  Predictions predictions_;  // per layer (experts null for dense layers)
+  Scratch scratch_, attn_scratch_, mlp_scratch_;
+  BatchRows rows_;
+};
+
+}  // namespace tern

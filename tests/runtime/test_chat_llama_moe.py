@@ -1,0 +1,72 @@
+"""`tern chat` end to end on mixtral (Mistral's [INST], SentencePiece-style
+tokenizer), olmoe (Tulu's format) and qwen2_moe (Qwen2's ChatML) synthetic
+models: the rendered prompt, the reply text up to the stop token, the next
+turn's prompt with the history, prefix reuse across turns, and a sampled
+run. Random weights write arbitrary tokens, so the shown text is checked with
+the hidden --force-reply flag (its tokens are fed through the model as if
+sampled) and --print-prompt."""
+import os
+import re
+import sys
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "cli"))
+from tern_cli import TernTestCase, run  # noqa: E402
+
+# (architecture, reply then its stop token then text that must not show, the
+# first turn's prompt for "one", the second turn's for "one" -> "A", "two")
+CASES = [
+    ("mixtral", "Hello there</s>never shown",
+     "<s>[INST] one [/INST]", "<s>[INST] one [/INST]Hello there</s>[INST] two [/INST]"),
+    ("olmoe", "Hello there<|endoftext|>never shown",
+     "<|endoftext|><|user|>\none\n<|assistant|>\n",
+     "<|endoftext|><|user|>\none\n<|assistant|>\nHello there<|endoftext|>\n<|user|>\ntwo\n<|assistant|>\n"),
+    ("qwen2_moe", "Hello there<|im_end|>never shown",
+     "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\none<|im_end|>\n"
+     "<|im_start|>assistant\n",
+     "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\none<|im_end|>\n"
+     "<|im_start|>assistant\nHello there<|im_end|>\n<|im_start|>user\ntwo<|im_end|>\n<|im_start|>assistant\n"),
+]
+
+
+def prompts(stderr):
+    return re.findall(r"\[prompt\]\n(.*?)\n\[/prompt\]", stderr, re.S)
+
+
+def reused(stderr):
+    return [int(n) for n in re.findall(r"context: (\d+) tokens reused", stderr)]
+
+
+class LlamaMoeChat(TernTestCase):
+    def model(self, arch):
+        hf, model = self.path(arch + "-hf"), self.path(arch + ".tern")
+        if not os.path.exists(model):
+            run("synth", "--arch", arch, "--preset", "tiny", "-o", hf, "-q")
+            run("install", hf, "-o", model, "-q")
+        return model
+
+    def test_prompts_replies_and_history(self):
+        for arch, reply, first_prompt, second_prompt in CASES:
+            with self.subTest(arch=arch):
+                m = self.model(arch)
+                p = run("chat", m, "--prompt", "Hi", "--force-reply", reply)
+                self.assertEqual(p.stdout, "Hello there\n")
+                p = run("chat", m, "--print-prompt", "--stats", "--force-reply", reply, input="one\ntwo\n/exit\n")
+                self.assertEqual(prompts(p.stderr), [first_prompt, second_prompt])
+                first, second = reused(p.stderr)
+                self.assertEqual(first, 0)
+                self.assertGreater(second, 3)  # at least the first prompt's start
+
+    def test_sampled_reply_and_refusals(self):
+        for arch, _, _, _ in CASES:
+            with self.subTest(arch=arch):
+                m = self.model(arch)
+                out = run("chat", m, "--prompt", "Hello there", "-n", "6", "--seed", "1")
+                self.assertEqual(out.returncode, 0)
+        # Mixtral's template has no system role after the first message and no tools; roles alternate.
+        self.assertFails(["chat", self.model("mixtral"), "--prompt", "x", "--reasoning-effort", "low"],
+                         "--reasoning-effort")
+
+
+if __name__ == "__main__":
+    unittest.main()
