@@ -53,6 +53,10 @@ PY
 cp "$tmp/gpt_oss-tiny/config.json" fuzz/corpus/config/gpt_oss-tiny.json
 "$tern" synth --arch gpt_oss --preset tiny --layout float -o "$tmp/gpt_oss-float" -q >/dev/null
 cp "$tmp/gpt_oss-float/config.json" fuzz/corpus/config/gpt_oss-tiny-float.json
+for arch in mixtral olmoe qwen2_moe; do
+  "$tern" synth --arch $arch --preset tiny -o "$tmp/$arch-tiny" -q >/dev/null
+  cp "$tmp/$arch-tiny/config.json" fuzz/corpus/config/$arch-tiny.json
+done
 
 # The container target's models (one per architecture, default block
 # formats) and their manifests.
@@ -129,6 +133,29 @@ t["post_processor"] = {"type": "Sequence", "processors": [
 t["added_tokens"][1].update({"lstrip": True, "rstrip": True, "single_word": True, "special": False})
 t["model"]["ignore_merges"] = True
 json.dump(t, open(sys.argv[2], "w"), ensure_ascii=False, separators=(",", ":"))
+PY
+
+# A SentencePiece-style (Mistral legacy) tokenizer cut to its specials, the
+# 256 byte-fallback tokens and the pieces its first merges need, and its
+# Metaspace form.
+"$py" - "$tmp/mixtral-tiny/tokenizer.json" fuzz/corpus/tokenizer/mistral-legacy.json \
+  fuzz/corpus/tokenizer/mistral-metaspace.json <<'PY'
+import json, sys
+t = json.load(open(sys.argv[1]))
+vocab = t["model"]["vocab"]
+merges = [m if isinstance(m, list) else m.split(" ") for m in t["model"]["merges"]][:40]
+keep = {k for k, v in vocab.items() if v < 259}
+for a, b in merges:
+    keep.update((a, b, a + b))
+ids = sorted(vocab[k] for k in keep)
+remap = {old: new for new, old in enumerate(ids)}
+t["model"]["vocab"] = {k: remap[v] for k, v in vocab.items() if k in keep}
+t["model"]["merges"] = [" ".join(m) for m in merges]
+json.dump(t, open(sys.argv[2], "w"), ensure_ascii=False, separators=(",", ":"))
+t["normalizer"] = None
+t["pre_tokenizer"] = {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "first", "split": False}
+t["decoder"] = {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "first", "split": False}
+json.dump(t, open(sys.argv[3], "w"), ensure_ascii=False, separators=(",", ":"))
 PY
 
 # trace seeds: a recorded routing trace (3 layers, layer 1 dense: 2 lists per
