@@ -6,7 +6,6 @@
 // transformers' Mixtral masks them; the released configs set it null).
 // Facts: transformers v4.57 configuration_mixtral.py / modeling_mixtral.py.
 #include "tern/core/error.h"
-#include "tern/core/json.h"
 #include "tern/format/architectures.h"
 
 namespace tern {
@@ -26,20 +25,8 @@ void parse_mixtral(const ConfigReader& r, ModelConfig& cfg) {
   if (r.get_bool("attention_bias", false))
     r.invalid("attention_bias", "is true; Mixtral attention has no biases");
   cfg.attention_bias = false;
-  cfg.rms_norm_eps = r.get_double("rms_norm_eps", kDefaultRmsEps);
-  r.require_finite("rms_norm_eps", cfg.rms_norm_eps, 0.0, 1.0);
-  cfg.rope_theta = r.get_double("rope_theta", kDefaultRopeTheta);
-  r.require_finite("rope_theta", cfg.rope_theta, 0.0, 1e15);
-  cfg.max_position_embeddings = r.get_int("max_position_embeddings", kDefaultMaxPositions);
-  r.require_range("max_position_embeddings", cfg.max_position_embeddings, 1, lim::kMaxPositions);
-  if (cfg.rope_scaling) {
-    if (cfg.rope_scaling->type != "default")
-      r.invalid("rope_scaling", fmt::format("has type {}; Tern runs mixtral without RoPE scaling",
-                                            json_excerpt(cfg.rope_scaling->type)));
-    cfg.rope_scaling.reset();
-  }
-  const std::string act = r.get_string("hidden_act", "silu");
-  if (act != "silu") r.invalid("hidden_act", fmt::format("is {}; Mixtral experts use silu", json_excerpt(act)));
+  read_norm_rope_fields(r, cfg, kDefaultRmsEps, kDefaultRopeTheta, kDefaultMaxPositions);
+  require_plain_rope_and_silu(r, cfg, "mixtral");
 
   // Every layer routes to experts; there is no dense MLP.
   cfg.num_experts = r.get_int("num_local_experts", kDefaultExperts);

@@ -5,7 +5,6 @@
 // when norm_topk_prob (false as released). Facts: transformers v4.57
 // configuration_olmoe.py / modeling_olmoe.py (notes in docs/DESIGN.md).
 #include "tern/core/error.h"
-#include "tern/core/json.h"
 #include "tern/format/architectures.h"
 
 namespace tern {
@@ -32,20 +31,8 @@ void parse_olmoe(const ConfigReader& r, ModelConfig& cfg) {
                                       "always uses the latter",
                                       cfg.head_dim, cfg.hidden_size / cfg.num_heads));
   cfg.head_dim = cfg.hidden_size / cfg.num_heads;
-  cfg.rms_norm_eps = r.get_double("rms_norm_eps", kDefaultRmsEps);
-  r.require_finite("rms_norm_eps", cfg.rms_norm_eps, 0.0, 1.0);
-  cfg.rope_theta = r.get_double("rope_theta", kDefaultRopeTheta);
-  r.require_finite("rope_theta", cfg.rope_theta, 0.0, 1e15);
-  cfg.max_position_embeddings = r.get_int("max_position_embeddings", kDefaultMaxPositions);
-  r.require_range("max_position_embeddings", cfg.max_position_embeddings, 1, lim::kMaxPositions);
-  if (cfg.rope_scaling) {
-    if (cfg.rope_scaling->type != "default")
-      r.invalid("rope_scaling", fmt::format("has type {}; Tern runs olmoe without RoPE scaling",
-                                            json_excerpt(cfg.rope_scaling->type)));
-    cfg.rope_scaling.reset();
-  }
-  const std::string act = r.get_string("hidden_act", "silu");
-  if (act != "silu") r.invalid("hidden_act", fmt::format("is {}; OLMoE experts use silu", json_excerpt(act)));
+  read_norm_rope_fields(r, cfg, kDefaultRmsEps, kDefaultRopeTheta, kDefaultMaxPositions);
+  require_plain_rope_and_silu(r, cfg, "olmoe");
   if (r.has("clip_qkv")) {
     cfg.clip_qkv = r.get_double("clip_qkv");
     r.require_finite("clip_qkv", cfg.clip_qkv, 0.0, 1e30);

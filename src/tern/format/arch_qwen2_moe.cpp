@@ -7,7 +7,6 @@
 // sigmoid(shared_expert_gate . x). Facts: transformers v4.57
 // configuration_qwen2_moe.py / modeling_qwen2_moe.py.
 #include "tern/core/error.h"
-#include "tern/core/json.h"
 #include "tern/format/architectures.h"
 
 namespace tern {
@@ -28,14 +27,8 @@ void parse_qwen2_moe(const ConfigReader& r, ModelConfig& cfg) {
   if (r.get_bool("attention_bias", false))
     r.invalid("attention_bias", "is set; Qwen2-MoE's biases are q/k/v only, set by qkv_bias");
   cfg.attention_bias = r.get_bool("qkv_bias", true);
-  if (cfg.rope_scaling) {
-    if (cfg.rope_scaling->type != "default")
-      r.invalid("rope_scaling", fmt::format("has type {}; Tern runs qwen2_moe without RoPE scaling",
-                                            json_excerpt(cfg.rope_scaling->type)));
-    cfg.rope_scaling.reset();
-  }
-  const std::string act = r.get_string("hidden_act", "silu");
-  if (act != "silu") r.invalid("hidden_act", fmt::format("is {}; Qwen2-MoE uses silu", json_excerpt(act)));
+  read_norm_rope_fields(r, cfg, 1e-6, 10000.0, 32768);  // Qwen2MoeConfig's defaults
+  require_plain_rope_and_silu(r, cfg, "qwen2_moe");
   read_qwen_moe_fields(r, cfg);
   cfg.shared_expert_intermediate_size = r.get_int("shared_expert_intermediate_size");
   r.require_range("shared_expert_intermediate_size", cfg.shared_expert_intermediate_size, 1, lim::kMaxFfn);

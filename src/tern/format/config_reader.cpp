@@ -168,6 +168,27 @@ void read_decoder_fields(const ConfigReader& r, ModelConfig& cfg) {
   cfg.tie_word_embeddings = r.get_bool("tie_word_embeddings", false);
 }
 
+void read_norm_rope_fields(const ConfigReader& r, ModelConfig& cfg, double rms_norm_eps, double rope_theta,
+                           int64_t max_position_embeddings) {
+  cfg.rms_norm_eps = r.get_double("rms_norm_eps", rms_norm_eps);
+  r.require_finite("rms_norm_eps", cfg.rms_norm_eps, 0.0, 1.0);
+  cfg.rope_theta = r.get_double("rope_theta", rope_theta);
+  r.require_finite("rope_theta", cfg.rope_theta, 0.0, 1e15);
+  cfg.max_position_embeddings = r.get_int("max_position_embeddings", max_position_embeddings);
+  r.require_range("max_position_embeddings", cfg.max_position_embeddings, 1, config_limits::kMaxPositions);
+}
+
+void require_plain_rope_and_silu(const ConfigReader& r, ModelConfig& cfg, std::string_view family) {
+  if (cfg.rope_scaling) {
+    if (cfg.rope_scaling->type != "default")
+      r.invalid("rope_scaling", fmt::format("has type {}; Tern runs {} without RoPE scaling",
+                                            json_excerpt(cfg.rope_scaling->type), family));
+    cfg.rope_scaling.reset();
+  }
+  const std::string act = r.get_string("hidden_act", "silu");
+  if (act != "silu") r.invalid("hidden_act", fmt::format("is {}; {} uses silu", json_excerpt(act), family));
+}
+
 void read_qwen_moe_fields(const ConfigReader& r, ModelConfig& cfg) {
   namespace lim = config_limits;
   cfg.intermediate_size = r.get_int("intermediate_size");

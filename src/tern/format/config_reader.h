@@ -48,6 +48,14 @@ class ConfigReader {
 // rope_theta, rope_scaling, max_position_embeddings, vocab_size,
 // tie_word_embeddings, attention_bias) and validates them.
 void read_decoder_fields(const ConfigReader& r, ModelConfig& cfg);
+// rms_norm_eps, rope_theta and max_position_embeddings with a family's own
+// defaults (transformers' config class for it), validated.
+void read_norm_rope_fields(const ConfigReader& r, ModelConfig& cfg, double rms_norm_eps, double rope_theta,
+                           int64_t max_position_embeddings);
+// A family that runs plain RoPE and SwiGLU: a "default" rope_scaling is
+// dropped, any other is refused, and hidden_act must be silu (errors name
+// `family`).
+void require_plain_rope_and_silu(const ConfigReader& r, ModelConfig& cfg, std::string_view family);
 // The MoE fields Qwen's MoE families share (qwen3_moe, qwen2_moe):
 // intermediate_size (dense layers), num_experts, num_experts_per_tok,
 // moe_intermediate_size, norm_topk_prob, decoder_sparse_step, mlp_only_layers.

@@ -4,6 +4,7 @@
 
 #include "tern/core/error.h"
 #include "tern/kernels/ops.h"
+#include "tern/kernels/rope.h"
 
 namespace tern {
 
@@ -11,6 +12,29 @@ DecoderModel::DecoderModel(const TernModel& tm, ExpertCache& cache, ThreadPool* 
     : cfg_(tm.config()), tm_(tm), cache_(cache), pool_(pool), opt_(opt), w_(tm, opt.verify_trunk) {}
 
 std::string DecoderModel::layer_prefix(int64_t layer) { return fmt::format("model.layers.{}.", layer); }
+
+void DecoderModel::use_plain_rope() {
+  if (cfg_.rope_scaling && cfg_.rope_scaling->type != "default")
+    fail("rope_scaling type '{}' is not implemented for {}", cfg_.rope_scaling->type, cfg_.architecture);
+  inv_freq_ = rope_inv_freq(cfg_.head_dim, cfg_.rope_theta);
+  shape_ = default_attention_shape();
+}
+
+DecoderLayer DecoderModel::layer_with_norms(int64_t l) const {
+  const std::string p = layer_prefix(l);
+  DecoderLayer layer;
+  layer.input_norm = w_.vector(p + "input_layernorm.weight");
+  layer.post_norm = w_.vector(p + "post_attention_layernorm.weight");
+  return layer;
+}
+
+void DecoderModel::load_routed_experts(DecoderLayer& layer, int64_t l, const std::string& router,
+                                       bool renormalise) const {
+  layer.moe.router = w_.matrix(router);
+  layer.moe.routing = {cfg_.num_experts, cfg_.num_experts_per_tok, renormalise, RouterScoring::SoftmaxThenTopK};
+  layer.moe.experts = experts_of(l);
+  layer.moe.input_norm = layer.post_norm;
+}
 
 void DecoderModel::load_attention_projections(AttentionWeights& attn, const std::string& prefix, bool qkv_bias,
                                               bool o_bias) const {

@@ -49,6 +49,15 @@ class DecoderModel : public Model {
   AttentionShape default_attention_shape(double scale_factor = 1.0) const;
   // Layer l's experts in the container; throws if the container has none.
   const ExpertLayer* experts_of(int64_t layer) const;
+  // RoPE without scaling (a rope_scaling other than "default" fails naming
+  // the architecture) and the default attention shape.
+  void use_plain_rope();
+  // Layer l with its input_layernorm and post_attention_layernorm loaded.
+  DecoderLayer layer_with_norms(int64_t layer) const;
+  // Layer l's routed experts behind the router `router` (a tensor name), with
+  // the softmax-then-top-k rule (renormalised when `renormalise`); the MoE
+  // input is normalised by the layer's post_norm.
+  void load_routed_experts(DecoderLayer& layer, int64_t l, const std::string& router, bool renormalise) const;
   // q/k/v/o_proj weights under `prefix` ("model.layers.3.self_attn."), with
   // q/k/v biases when qkv_bias and an o bias when o_bias.
   void load_attention_projections(AttentionWeights& attn, const std::string& prefix, bool qkv_bias, bool o_bias) const;

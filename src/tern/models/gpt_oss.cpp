@@ -49,9 +49,7 @@ class GptOss final : public DecoderModel {
  private:
   DecoderLayer load_layer(int64_t l) const {
     const std::string p = layer_prefix(l);
-    DecoderLayer L;
-    L.input_norm = w_.vector(p + "input_layernorm.weight");
-    L.post_norm = w_.vector(p + "post_attention_layernorm.weight");
+    DecoderLayer L = layer_with_norms(l);
     load_attention_projections(L.attn, p + "self_attn.", true, true);
     L.attn.sinks = w_.vector(p + "self_attn.sinks");
     L.window = cfg_.layer_is_sliding(l) ? cfg_.sliding_window : 0;

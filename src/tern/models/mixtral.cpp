@@ -5,8 +5,6 @@
 //   x += moe(rmsnorm(x))         softmax over all router logits, top-k,
 //                                renormalised; SwiGLU experts (w1 gate, w3 up, w2 down)
 // then logits = lm_head(rmsnorm(x)).
-#include "tern/core/error.h"
-#include "tern/kernels/rope.h"
 #include "tern/models/decoder_model.h"
 
 namespace tern {
@@ -17,21 +15,13 @@ class Mixtral final : public DecoderModel {
  public:
   Mixtral(const TernModel& tm, ExpertCache& cache, ThreadPool* pool, const ModelOptions& opt)
       : DecoderModel(tm, cache, pool, opt) {
-    const auto& c = cfg_;
-    if (c.rope_scaling) fail("rope_scaling type '{}' is not implemented for mixtral", c.rope_scaling->type);
-    inv_freq_ = rope_inv_freq(c.head_dim, c.rope_theta);
-    shape_ = default_attention_shape();
-    for (int64_t l = 0; l < c.num_layers; ++l) {
+    use_plain_rope();
+    for (int64_t l = 0; l < cfg_.num_layers; ++l) {
       const std::string p = layer_prefix(l);
-      DecoderLayer L;
-      L.input_norm = w_.vector(p + "input_layernorm.weight");
-      L.post_norm = w_.vector(p + "post_attention_layernorm.weight");
+      DecoderLayer L = layer_with_norms(l);
       load_attention_projections(L.attn, p + "self_attn.", false, false);
-      L.window = c.layer_is_sliding(l) ? c.sliding_window : 0;
-      L.moe.router = w_.matrix(p + "block_sparse_moe.gate.weight");
-      L.moe.routing = {c.num_experts, c.num_experts_per_tok, true, RouterScoring::SoftmaxThenTopK};
-      L.moe.experts = experts_of(l);
-      L.moe.input_norm = L.post_norm;
+      L.window = cfg_.layer_is_sliding(l) ? cfg_.sliding_window : 0;
+      load_routed_experts(L, l, p + "block_sparse_moe.gate.weight", true);
       layers_.push_back(L);
     }
     finish_loading();

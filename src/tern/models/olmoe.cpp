@@ -5,8 +5,6 @@
 //   x += moe(rmsnorm(x))         softmax over all router logits, top-k,
 //                                renormalised only if norm_topk_prob; SwiGLU experts
 // then logits = lm_head(rmsnorm(x)).
-#include "tern/core/error.h"
-#include "tern/kernels/rope.h"
 #include "tern/models/decoder_model.h"
 
 namespace tern {
@@ -17,23 +15,15 @@ class Olmoe final : public DecoderModel {
  public:
   Olmoe(const TernModel& tm, ExpertCache& cache, ThreadPool* pool, const ModelOptions& opt)
       : DecoderModel(tm, cache, pool, opt) {
-    const auto& c = cfg_;
-    if (c.rope_scaling) fail("rope_scaling type '{}' is not implemented for olmoe", c.rope_scaling->type);
-    inv_freq_ = rope_inv_freq(c.head_dim, c.rope_theta);
-    shape_ = default_attention_shape();
-    shape_.clip_qkv = static_cast<float>(c.clip_qkv);
-    for (int64_t l = 0; l < c.num_layers; ++l) {
+    use_plain_rope();
+    shape_.clip_qkv = static_cast<float>(cfg_.clip_qkv);
+    for (int64_t l = 0; l < cfg_.num_layers; ++l) {
       const std::string p = layer_prefix(l);
-      DecoderLayer L;
-      L.input_norm = w_.vector(p + "input_layernorm.weight");
-      L.post_norm = w_.vector(p + "post_attention_layernorm.weight");
-      load_attention_projections(L.attn, p + "self_attn.", c.attention_bias, c.attention_bias);
+      DecoderLayer L = layer_with_norms(l);
+      load_attention_projections(L.attn, p + "self_attn.", cfg_.attention_bias, cfg_.attention_bias);
       L.attn.q_norm_whole = w_.vector(p + "self_attn.q_norm.weight");
       L.attn.k_norm_whole = w_.vector(p + "self_attn.k_norm.weight");
-      L.moe.router = w_.matrix(p + "mlp.gate.weight");
-      L.moe.routing = {c.num_experts, c.num_experts_per_tok, c.norm_topk_prob, RouterScoring::SoftmaxThenTopK};
-      L.moe.experts = experts_of(l);
-      L.moe.input_norm = L.post_norm;
+      load_routed_experts(L, l, p + "mlp.gate.weight", cfg_.norm_topk_prob);
       layers_.push_back(L);
     }
     finish_loading();

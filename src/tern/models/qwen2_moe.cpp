@@ -7,8 +7,6 @@
 //                                computed while the routed reads are in flight
 //     or mlp(rmsnorm(x))         on dense layers
 // then logits = lm_head(rmsnorm(x)).
-#include "tern/core/error.h"
-#include "tern/kernels/rope.h"
 #include "tern/models/decoder_model.h"
 
 namespace tern {
@@ -19,21 +17,13 @@ class Qwen2Moe final : public DecoderModel {
  public:
   Qwen2Moe(const TernModel& tm, ExpertCache& cache, ThreadPool* pool, const ModelOptions& opt)
       : DecoderModel(tm, cache, pool, opt) {
-    const auto& c = cfg_;
-    if (c.rope_scaling) fail("rope_scaling type '{}' is not implemented for qwen2_moe", c.rope_scaling->type);
-    inv_freq_ = rope_inv_freq(c.head_dim, c.rope_theta);
-    shape_ = default_attention_shape();
-    for (int64_t l = 0; l < c.num_layers; ++l) {
+    use_plain_rope();
+    for (int64_t l = 0; l < cfg_.num_layers; ++l) {
       const std::string p = layer_prefix(l);
-      DecoderLayer L;
-      L.input_norm = w_.vector(p + "input_layernorm.weight");
-      L.post_norm = w_.vector(p + "post_attention_layernorm.weight");
-      load_attention_projections(L.attn, p + "self_attn.", c.attention_bias, false);
-      if (c.layer_is_moe(l)) {
-        L.moe.router = w_.matrix(p + "mlp.gate.weight");
-        L.moe.routing = {c.num_experts, c.num_experts_per_tok, c.norm_topk_prob, RouterScoring::SoftmaxThenTopK};
-        L.moe.experts = experts_of(l);
-        L.moe.input_norm = L.post_norm;
+      DecoderLayer L = layer_with_norms(l);
+      load_attention_projections(L.attn, p + "self_attn.", cfg_.attention_bias, false);
+      if (cfg_.layer_is_moe(l)) {
+        load_routed_experts(L, l, p + "mlp.gate.weight", cfg_.norm_topk_prob);
         L.moe.shared.gate = w_.matrix(p + "mlp.shared_expert.gate_proj.weight");
         L.moe.shared.up = w_.matrix(p + "mlp.shared_expert.up_proj.weight");
         L.moe.shared.down = w_.matrix(p + "mlp.shared_expert.down_proj.weight");
