@@ -219,12 +219,20 @@ SyntheticTokenizer build_synthetic_tokenizer(const SyntheticTokenizerOptions& op
   ordered_json additional_special = ordered_json::array();
   int32_t id = first_added;
   SyntheticTokenizer out;
+  // OLMoE's file also adds runs of 24 down to 2 spaces as non-special,
+  // normalized tokens (matched before the pre-tokenizer, longest first).
+  std::vector<std::string> space_runs;
+  if (olmoe)
+    for (int n = 24; n >= 2; --n) space_runs.emplace_back(static_cast<size_t>(n), ' ');
+  for (const std::string& run : space_runs) added_tokens.push_back({run, false});
   for (const QwenAddedToken& t : added_tokens) {
+    const bool normalized = olmoe && !t.special;
     ordered_json entry = {{"id", id}};
     entry.update(added_token_fields(t));
+    entry["normalized"] = normalized;
     added.push_back(entry);
     // tokenizer_config.json lists the same fields keyed by id, sorted by name.
-    ordered_json fields = {{"content", t.content}, {"lstrip", false},      {"normalized", false},
+    ordered_json fields = {{"content", t.content}, {"lstrip", false},      {"normalized", normalized},
                            {"rstrip", false},      {"single_word", false}, {"special", t.special}};
     added_decoder[std::to_string(id)] = fields;
     if (!harmony && !olmoe && t.special && t.content != "<|endoftext|>") additional_special.push_back(t.content);

@@ -40,8 +40,9 @@ enum class SyntheticSpecials {
   // special), and their ChatML template with the default system prompt.
   Qwen2,
   // OLMoE (GPT-NeoX-20B style, OLMoE-1B-7B-0924-Instruct): NFC, ByteLevel
-  // with GPT-2's regex, added <|endoftext|> (bos, eos) and <|padding|> (pad),
-  // the Tulu chat template as its model card renders it.
+  // with GPT-2's regex, added <|endoftext|> (bos, eos), <|padding|> (pad) and
+  // runs of 24 down to 2 spaces (non-special, normalized, as OLMoE's file
+  // adds them), the Tulu chat template as its model card renders it.
   Olmoe,
 };
 
