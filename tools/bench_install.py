@@ -7,13 +7,17 @@ so only rates taken in the same minutes are compared):
      with O_DIRECT in 16 MiB blocks: the disk's raw read rate;
   2. for each target format, the files are evicted again and
      `tern install --expert-quant FMT` runs; its rate is checkpoint bytes /
-     wall time (the source read), and its peak RSS comes from wait4().
+     wall time (the source read), and its peak RSS comes from wait4();
+     `FMT:buffered` adds --buffered-reads (page cache instead of O_DIRECT);
 Prints a Markdown table for docs/RESULTS.md: medians over rounds of each
 rate, of each install's ratio to the raw read of its own round, and peak RSS.
-Numbers are measured, never asserted in tests.
+Numbers are measured, never asserted in tests. With the output on the
+source's disk (the default) the install's writes share that disk with its
+reads; `--out` on another disk (or /dev/shm, standing in for one) shows the
+read side alone.
 
-  /usr/bin/python3 tools/bench_install.py HF_DIR [--formats q8_0,q4_k] [--runs 3]
-      [--threads N] [--out DIR] [--tern PATH] [--env TERN_KERNELS=portable ...]
+  /usr/bin/python3 tools/bench_install.py HF_DIR [--formats q8_0,q4_k,q8_0:buffered]
+      [--runs 3] [--threads N] [--out DIR] [--tern PATH] [--env TERN_KERNELS=portable ...]
 
 --out is where installs are written (default: beside HF_DIR, the same disk, as
 a user would); it is removed afterwards.
@@ -100,21 +104,29 @@ def main():
     target = os.path.join(out_dir, f".bench-install-{os.getpid()}.tern")
     env = dict(os.environ, **dict(e.split("=", 1) for e in a.env))
 
-    raw, rate, ratio, rss = [], {f: [] for f in formats}, {f: [] for f in formats}, {f: [] for f in formats}
+    def per_format():
+        return {f: [] for f in formats}
+
+    raw, rate, ratio, rss = [], per_format(), per_format(), per_format()
     try:
         for _ in range(a.runs):
             evict(files)
             raw.append(raw_read(files))
             for fmt in formats:
                 evict(files)
-                cmd = [a.tern, "install", a.hf, "-o", target, "--force", "-q", "--expert-quant", fmt]
+                name, _, mode = fmt.partition(":")
+                cmd = [a.tern, "install", a.hf, "-o", target, "--force", "-q", "--expert-quant", name]
+                if mode == "buffered":
+                    cmd.append("--buffered-reads")
+                elif mode:
+                    sys.exit(f"{fmt}: unknown mode '{mode}' (buffered)")
                 if a.threads:
                     cmd += ["--threads", str(a.threads)]
                 seconds, peak = run_install(cmd, env)
+                shutil.rmtree(target, ignore_errors=True)
                 rate[fmt].append(size / seconds)
                 ratio[fmt].append(size / seconds / raw[-1])
                 rss[fmt].append(peak)
-                shutil.rmtree(target, ignore_errors=True)
     finally:
         shutil.rmtree(target, ignore_errors=True)
 
@@ -127,9 +139,12 @@ def main():
           f"(raw read rates: {', '.join(f'{r / MIB:.0f}' for r in raw)} MiB/s)")
     print("| target | raw O_DIRECT read | install (source read) | install / raw read | peak RSS |")
     print("| --- | --- | --- | --- | --- |")
+
+    def rounds(v):
+        return f"{100 * med(v):.0f}% (rounds: {', '.join(f'{100 * r:.0f}%' for r in v)})"
+
     for fmt in formats:
-        print(f"| {fmt} | {med(raw) / MIB:.0f} MiB/s | {med(rate[fmt]) / MIB:.0f} MiB/s | "
-              f"{100 * med(ratio[fmt]):.0f}% (rounds: {', '.join(f'{100 * r:.0f}%' for r in ratio[fmt])}) | "
+        print(f"| {fmt} | {med(raw) / MIB:.0f} MiB/s | {med(rate[fmt]) / MIB:.0f} MiB/s | {rounds(ratio[fmt])} | "
               f"{med(rss[fmt]) / MIB:.0f} MiB |")
 
 

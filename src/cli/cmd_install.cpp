@@ -19,6 +19,8 @@ void add_install_command(CLI::App& app) {
   cmd->add_flag("-q,--quiet", opt->quiet, "No progress output");
   cmd->add_option("--threads", opt->threads, "Threads converting and quantizing (default: every core)")
       ->check(CLI::NonNegativeNumber);
+  cmd->add_flag("!--buffered-reads", opt->direct_reads,
+                "Read the checkpoint through the page cache (default: O_DIRECT where the file system allows it)");
   cmd->add_option("--expert-quant,--expert-format", *expert_fmt,
                   "Store routed experts as q4_k|q4_0|q8_0|q6_k|mxfp4|bf16|f16|f32|source (default: q4_k; tensors whose rows do "
                   "not fit 256-blocks fall back to q4_0; experts shipped as MXFP4 stay MXFP4, bit-exact, unless a "

@@ -77,6 +77,25 @@ void File::pread_exact(void* dst, size_t n, uint64_t offset) const {
   }
 }
 
+size_t File::pread_upto(void* dst, size_t n, uint64_t offset, int* error) const {
+  auto* p = static_cast<char*>(dst);
+  size_t done = 0;
+  while (done < n) {
+    ssize_t r = ::pread(fd_, p + done, n - done, static_cast<off_t>(offset + done));
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      if (error) {
+        *error = errno;
+        return done;
+      }
+      fail("read error in {} at offset {}: {}", path_, offset + done, std::strerror(errno));
+    }
+    if (r == 0) break;
+    done += static_cast<size_t>(r);
+  }
+  return done;
+}
+
 void File::pwrite_all(const void* src, size_t n, uint64_t offset) {
   const auto* p = static_cast<const char*>(src);
   size_t done = 0;

@@ -32,6 +32,10 @@ class File {
 
   // Reads exactly n bytes at offset or throws (short read = truncated file).
   void pread_exact(void* dst, size_t n, uint64_t offset) const;
+  // Reads up to n bytes at offset, stopping early only at end of file;
+  // returns the bytes read. On a read error: with `error` set, stores errno
+  // there and returns what was read before it; without, throws.
+  size_t pread_upto(void* dst, size_t n, uint64_t offset, int* error = nullptr) const;
   void pwrite_all(const void* src, size_t n, uint64_t offset);
   void write_all(const void* src, size_t n);
   void truncate(uint64_t size);

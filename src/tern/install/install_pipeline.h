@@ -2,8 +2,9 @@
 // InstallPipeline — runs the jobs of an install so that the disk and every
 // core stay busy at once:
 //   reader thread   reads each job's source ranges in job order (one pread
-//                   per run of adjacent ranges, large and sequential), then
-//                   drops those source pages from the page cache;
+//                   per run of adjacent ranges, large and sequential), with
+//                   O_DIRECT where the file system allows it, else buffered
+//                   and then dropped from the page cache;
 //   calling thread  converts a job's input into its output with the thread
 //                   pool (each job splits its rows across the threads),
 //                   then runs the job's `finish` (hashing) in job order;
@@ -43,6 +44,8 @@ struct InstallJob {
 };
 
 // Runs every job; returns when all outputs are written (not yet fsynced).
-void run_install_jobs(std::vector<InstallJob>& jobs, ThreadPool& pool, Progress& progress);
+// direct_reads: O_DIRECT source reads where the file system allows them
+// (else, or when false, buffered reads dropped from the page cache behind).
+void run_install_jobs(std::vector<InstallJob>& jobs, ThreadPool& pool, Progress& progress, bool direct_reads = true);
 
 }  // namespace tern

@@ -396,7 +396,7 @@ InstallResult install_model(const InstallOptions& opt) {
   }
   const int threads = opt.threads > 0 ? opt.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   ThreadPool pool(threads);
-  run_install_jobs(jobs, pool, progress);
+  run_install_jobs(jobs, pool, progress, opt.direct_reads);
   for (File* f : {&trunk_out, &experts_out}) {
     f->truncate(f == &trunk_out ? m.trunk_size : m.experts_size);
     f->sync();

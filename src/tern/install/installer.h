@@ -19,6 +19,9 @@ struct InstallOptions {
   bool force = false;            // replace an existing output
   bool quiet = false;            // no progress output
   int threads = 0;               // converting threads; 0 = every core
+  // Read the checkpoint with O_DIRECT where its file system allows it (no
+  // page-cache copy); false reads through the page cache (dropped behind).
+  bool direct_reads = true;
   // Storage formats; nullopt keeps each tensor's source dtype. Norms, biases
   // and router weights (1-D tensors, routers) are stored as F32 whenever a
   // format is requested.
