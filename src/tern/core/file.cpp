@@ -60,21 +60,10 @@ uint64_t File::size() const {
 }
 
 void File::pread_exact(void* dst, size_t n, uint64_t offset) const {
-  auto* p = static_cast<char*>(dst);
-  size_t done = 0;
-  while (done < n) {
-    ssize_t r = ::pread(fd_, p + done, n - done, static_cast<off_t>(offset + done));
-    if (r < 0) {
-      if (errno == EINTR) continue;
-      fail("read error in {} at offset {}: {}", path_, offset + done, std::strerror(errno));
-    }
-    if (r == 0) {
-      fail("unexpected end of file in {}: wanted {} bytes at offset {}, file has {} bytes "
-           "(truncated?)",
-           path_, n, offset, size());
-    }
-    done += static_cast<size_t>(r);
-  }
+  if (pread_upto(dst, n, offset) < n)
+    fail("unexpected end of file in {}: wanted {} bytes at offset {}, file has {} bytes "
+         "(truncated?)",
+         path_, n, offset, size());
 }
 
 size_t File::pread_upto(void* dst, size_t n, uint64_t offset, int* error) const {
