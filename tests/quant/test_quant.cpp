@@ -1,6 +1,7 @@
 // Tests of the GGUF/ggml block formats (tern/quant): layouts, hand-derived
 // bytes, round-trip error bounds against float64, dot products, errors.
-// Byte identity with ggml's reference quantizers is pinned separately by
+// Byte identity with ggml's reference quantizers (for Q4_K: with Tern's
+// variant of ggml's scale search) is pinned separately by
 // tests/reference/test_gguf_quants.py (independent NumPy implementation).
 #include <gtest/gtest.h>
 

@@ -1,13 +1,16 @@
-// The AVX2 quantizers (quant/quantize_avx2.cpp) write exactly the bytes of the
-// portable ones, which follow ggml's reference (tests/reference/test_gguf_quants.py
-// pins those against NumPy): random rows over many magnitudes, and the edge
-// cases each SIMD trick must survive: constant and zero sub-blocks, positive-
-// only data, NaN, infinities, subnormal and huge values.
+// The SIMD quantizers (quant/quantize_x86.cpp: AVX2 Q8_0 and Q4_K, AVX-512
+// Q4_K) write exactly the bytes of the portable ones
+// (tests/reference/test_gguf_quants.py pins those against NumPy): random rows
+// over many magnitudes, and the edge cases each SIMD trick must survive:
+// constant and zero sub-blocks, positive-only data, NaN, infinities,
+// subnormal and huge values, rows whose super-block count is no multiple of
+// the group the SIMD code fits at once (2 with AVX2, 4 with AVX-512).
 #include "tern/quant/quant_internal.h"  // first (declares the per-path quantizers)
 
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <random>
 #include <vector>
@@ -21,13 +24,18 @@ using Quantizer = void (*)(const float*, void*, int64_t);
 
 struct Format {
   const char* name;
-  Quantizer portable, avx2;
+  Quantizer portable, simd;
+  KernelPath path;  // the CPU support `simd` needs
   int64_t block_elements, block_bytes;
 };
 
 const Format kSimdFormats[] = {
-    {"q8_0", quant_detail::quantize_row_q8_0_portable, quant_detail::quantize_row_q8_0_avx2, 32, 34},
-    {"q4_k", quant_detail::quantize_row_q4_k_portable, quant_detail::quantize_row_q4_k_avx2, 256, 144},
+    {"q8_0", quant_detail::quantize_row_q8_0_portable, quant_detail::quantize_row_q8_0_avx2, KernelPath::Avx2, 32,
+     34},
+    {"q4_k", quant_detail::quantize_row_q4_k_portable, quant_detail::quantize_row_q4_k_avx2, KernelPath::Avx2, 256,
+     144},
+    {"q4_k avx512", quant_detail::quantize_row_q4_k_portable, quant_detail::quantize_row_q4_k_avx512,
+     KernelPath::Avx512, 256, 144},
 };
 
 // Rows of n elements: Gaussian at many scales, with edge cases mixed in.
@@ -63,23 +71,28 @@ std::vector<std::vector<float>> test_rows(int64_t n) {
   return rows;
 }
 
-TEST(QuantizeSimd, Avx2QuantizersWriteThePortableBytes) {
-  if (!kernel_path_supported(KernelPath::Avx2)) GTEST_SKIP() << "this CPU has no AVX2";
+TEST(QuantizeSimd, SimdQuantizersWriteThePortableBytes) {
+  int formats = 0;
   for (const Format& f : kSimdFormats) {
-    for (int64_t n : {f.block_elements, 4 * f.block_elements, int64_t{2048}}) {
+    if (!kernel_path_supported(f.path)) continue;  // the format's line of the log says so below
+    ++formats;
+    for (int64_t blocks : {int64_t{1}, int64_t{2}, int64_t{3}, int64_t{4}, int64_t{5}, 2048 / f.block_elements}) {
+      const int64_t n = blocks * f.block_elements;
       const auto rows = test_rows(n);
       int compared = 0;
       for (size_t r = 0; r < rows.size(); ++r) {
-        const size_t bytes = static_cast<size_t>(n / f.block_elements * f.block_bytes);
+        const size_t bytes = static_cast<size_t>(blocks * f.block_bytes);
         std::vector<uint8_t> want(bytes, 0xAA), got(bytes, 0x55);
         f.portable(rows[r].data(), want.data(), n);
-        f.avx2(rows[r].data(), got.data(), n);
+        f.simd(rows[r].data(), got.data(), n);
         ASSERT_EQ(want, got) << f.name << ", row " << r << " of " << rows.size() << ", n " << n;
         ++compared;
       }
       EXPECT_GT(compared, 200);
     }
+    std::printf("%s: SIMD bytes equal the portable ones\n", f.name);
   }
+  if (formats == 0) GTEST_SKIP() << "this CPU has no AVX2";
 }
 
 TEST(QuantizeSimd, PublicQuantizerFollowsTheActiveKernelPath) {

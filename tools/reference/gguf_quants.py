@@ -15,6 +15,10 @@ ggml's definitions (ggml/src/ggml-common.h for the block layouts, ggml/src/ggml-
     1.5 * 2^23 trick: round half to even) and first-wins tie breaking are reproduced exactly;
   * ``log2f`` (MXFP4 exponent) is log2 in float64 rounded to float32, i.e. correctly rounded.
 
+Q4_K has two scale searches: ggml's (``quantize_q4_k(x, "ggml")``, make_qkx2_quants) and
+Tern's (the default, ``q4_k_tern_fit``: ggml's search with each fit's error taken from its sums),
+whose bytes Tern writes; tests compare the two searches' errors.
+
 Where ggml's C is undefined (a block whose scale reciprocal overflows, i.e. amax below ~1e-37,
 or NaN / infinite input) this module defines the result the way Tern does: float -> int8
 conversions saturate (NaN -> 0), Q4_0 codes are clamped to [0, 15], the MXFP4 exponent is clamped
@@ -104,6 +108,25 @@ def seq_sum(terms):
     for j in range(terms.shape[1]):
         acc = acc + terms[:, j]
     return acc
+
+
+def fma32(a, b, c):
+    """float32 fused multiply-add a * b + c with one rounding (C's fmaf), elementwise.
+
+    a * b is exact in float64; the float64 sum s is made round-to-odd with its exact error from
+    TwoSum (where inexact and even, s moves one ulp towards the error), which float64's 29 spare
+    bits make a correctly rounded float32 once converted (round to nearest even)."""
+    a64 = np.asarray(a, np.float64)
+    p = a64 * np.asarray(b, np.float64)
+    c64 = np.asarray(c, np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        s = p + c64
+        t = s - p
+        e = (p - (s - t)) + (c64 - t)
+        even = (s.view(np.int64) & 1) == 0
+        fix = np.isfinite(s) & (e != 0) & even
+        s = np.where(fix, np.nextafter(s, np.where(e > 0, np.inf, -np.inf)), s)
+        return s.astype(F32)
 
 
 def pack_nibbles(codes):
@@ -250,6 +273,79 @@ def make_qkx2_quants(x, w, nmax, rmin, rdelta, nstep):
     return scale.astype(F32), the_min.astype(F32), L
 
 
+def q4_k_tern_fit(x, w):
+    """Tern's Q4_K sub-block search (rows of x, w (S, 32) float32 -> scale, -min, L).
+
+    make_qkx2_quants's search (the same seed, the 21 candidates, the codes of each from the min of
+    the best fit so far, the least-squares refit, min clamped to <= 0, strict improvement) with
+    each fit's error taken from the sums instead of a second pass over the elements, and fused
+    multiply-adds (C's fmaf, fma32 here) in the per-element work: for the
+    least-squares (scale, min) of codes L, sum(w (scale L + min - x)^2) = sum(w x^2) - gain with
+    gain = scale * sum(w x L) + min * sum(w x); for the seed's (s0, m0), which is no
+    least-squares fit, gain = 2 s0 sum(w x L) + 2 m0 sum(w x) - s0^2 sum(w L^2)
+    - 2 s0 m0 sum(w L) - m0^2 sum(w).  So it keeps the fit of largest gain.  Codes are
+    clamp(rint(fma(x, iscale, -(iscale * min))), 0, 15); per element, wl = w * L, then
+    sum_l += wl, sum_l2 = fma(wl, L, sum_l2), sum_xl = fma(wl, x, sum_xl), in element order.
+    Written from that description, not from Tern's C++.
+    """
+    mn = x.min(axis=1)
+    mx = x.max(axis=1)
+    sum_w = w[:, 0].copy()
+    sum_x = sum_w * x[:, 0]
+    for i in range(1, x.shape[1]):
+        sum_w = sum_w + w[:, i]
+        sum_x = sum_x + w[:, i] * x[:, i]
+    mn = np.where(mn > 0, F32(0), mn).astype(F32)
+    flat = mx == mn
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+        rng = np.where(flat, F32(1), mx - mn)
+
+        def codes(iscale, code_min):  # clamp as (r > 0 ? r : 0) then (< 15 ? : 15): NaN -> 0
+            r = np.rint(fma32(x, iscale[:, None], (-(iscale * code_min))[:, None]))
+            r = np.where(r > F32(0), r, F32(0))
+            return np.where(r < F32(15), r, F32(15)).astype(F32)
+
+        def sums(iscale, code_min):
+            fl = codes(iscale, code_min)
+            wl = w * fl
+            sum_l2 = np.zeros(x.shape[0], F32)
+            sum_xl = np.zeros(x.shape[0], F32)
+            for i in range(x.shape[1]):
+                sum_l2 = fma32(wl[:, i], fl[:, i], sum_l2)
+                sum_xl = fma32(wl[:, i], x[:, i], sum_xl)
+            return seq_sum(wl), sum_l2, sum_xl
+
+        iscale = F32(15) / rng
+        scale = F32(1) / iscale
+        m = mn.copy()
+        sum_l, sum_l2, sum_xl = sums(iscale, m)
+        two = F32(2)
+        gain = (two * scale * sum_xl + two * m * sum_x) - (
+            scale * scale * sum_l2 + two * scale * m * sum_l + m * m * sum_w)
+        best_iscale, code_min, best_gain = iscale, m.copy(), gain
+        for k in range(21):
+            iscale = (F32(-1) + F32(0.1) * F32(k) + F32(15)) / rng
+            sum_l, sum_l2, sum_xl = sums(iscale, m)
+            D = sum_w * sum_l2 - sum_l * sum_l
+            this_scale = (sum_w * sum_xl - sum_x * sum_l) / D
+            this_min = (sum_l2 * sum_x - sum_l * sum_xl) / D
+            clamp = this_min > 0
+            this_min = np.where(clamp, F32(0), this_min)
+            this_scale = np.where(clamp, sum_xl / sum_l2, this_scale)
+            gain = this_scale * sum_xl + this_min * sum_x
+            better = (D > 0) & (gain > best_gain)
+            best_gain = np.where(better, gain, best_gain)
+            best_iscale = np.where(better, iscale, best_iscale)
+            code_min = np.where(better, m, code_min)
+            scale = np.where(better, this_scale, scale)
+            m = np.where(better, this_min, m)
+        L = codes(best_iscale, code_min).astype(np.int64)
+    L = np.where(flat[:, None], 0, L)
+    scale = np.where(flat, F32(0), scale)
+    the_min = np.where(flat, -mn, -m)
+    return scale.astype(F32), the_min.astype(F32), L
+
+
 def q4_k_pack_scales(ls, lm):
     """8 six-bit scales and mins per block -> 12 bytes (ggml's layout)."""
     out = np.zeros((ls.shape[0], 12), np.int64)
@@ -268,14 +364,19 @@ def q4_k_unpack_scales(s):
     return sc, m
 
 
-def quantize_q4_k(x):
+def quantize_q4_k(x, search="tern"):
+    """Q4_K blocks; search "tern" (Tern's scale search, q4_k_tern_fit) or "ggml"
+    (quantize_row_q4_K_ref's make_qkx2_quants). Steps 2-4 are ggml's either way."""
     xb = _blocks("q4_k", x)
     nb = xb.shape[0]
     xs = xb.reshape(nb * 8, 32)
     sum_x2 = seq_sum(xs * xs)
     av_x = np.sqrt(sum_x2 / F32(32))
     w = av_x[:, None] + np.abs(xs)
-    scales, mins, L = make_qkx2_quants(xs, w, 15, -1.0, 0.1, 20)
+    if search == "ggml":
+        scales, mins, L = make_qkx2_quants(xs, w, 15, -1.0, 0.1, 20)
+    else:
+        scales, mins, L = q4_k_tern_fit(xs, w)
     scales = scales.reshape(nb, 8)
     mins = mins.reshape(nb, 8)
     L = L.reshape(nb, 8, 32)

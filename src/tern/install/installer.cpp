@@ -395,7 +395,7 @@ InstallResult install_model(const InstallOptions& opt) {
     jobs = std::move(sorted);
   }
   const int threads = opt.threads > 0 ? opt.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  ThreadPool pool(threads);
+  ThreadPool pool(threads, std::chrono::microseconds(0));
   run_install_jobs(jobs, pool, progress, opt.direct_reads);
   for (File* f : {&trunk_out, &experts_out}) {
     f->truncate(f == &trunk_out ? m.trunk_size : m.experts_size);

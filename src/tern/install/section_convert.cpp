@@ -14,6 +14,8 @@ namespace {
 
 // A thread takes at least this many source bytes of rows at a time.
 constexpr uint64_t kMinBytesPerThread = 256ull << 10;
+// Elements converted per call when rows are consecutive (bounds the float scratch).
+constexpr int64_t kConvertChunkElements = 16 << 10;
 // Transposing: section rows gathered per tile. A tile reads, from each
 // source row ([in] index), kTileRows x row_step contiguous elements (512 B
 // of BF16 gate or up columns: whole cache lines, sequential within a row,
@@ -102,8 +104,7 @@ void convert_float(const SectionConversion& c, const uint8_t* data, uint8_t* out
           const uint8_t* src = data + static_cast<uint64_t>(i * c.src_rows) * esz;
           for (int64_t rr = 0; rr < nr; ++rr) dst[rr * c.cols + i] = load(src, first + rr * c.row_step);
         }
-        for (int64_t rr = 0; rr < nr; ++rr)
-          quantize_row(c.to, dst + rr * c.cols, out + static_cast<uint64_t>(r0 + rr) * out_row, c.cols);
+        quantize_row(c.to, dst, out + static_cast<uint64_t>(r0) * out_row, nr * c.cols);  // rows back to back
       }
     });
   });
@@ -159,8 +160,17 @@ void convert_rows(const uint8_t* in, TensorFormat from, uint8_t* out, TensorForm
     } else if (!is_quantized(to)) {
       convert_elements(src, from, dst, to, static_cast<uint64_t>((end - begin) * row));
     } else {
+      // Consecutive rows are consecutive blocks in and out, so several go
+      // through one call: the SIMD Q4_K quantizer fits 2 or 4 super-blocks at
+      // once and pads a shorter tail (a 512-wide row has 2).
       thread_local std::vector<float> f32;
-      for (int64_t r = begin; r < end; ++r, src += in_row, dst += out_row) convert_row(src, from, dst, to, row, f32);
+      const int64_t chunk = std::max<int64_t>(1, kConvertChunkElements / row);
+      for (int64_t r = begin; r < end; r += chunk) {
+        const int64_t k = std::min(chunk, end - r);
+        convert_row(src, from, dst, to, k * row, f32);
+        src += static_cast<uint64_t>(k) * in_row;
+        dst += static_cast<uint64_t>(k) * out_row;
+      }
     }
   });
 }

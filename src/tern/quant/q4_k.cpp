@@ -1,13 +1,15 @@
 // Q4_K: super-blocks of 256 weights in 8 sub-blocks of 32; within sub-block
 // s, value = (d * sc[s]) * code - dmin * m[s] with a 4-bit code and 6-bit
-// sc, m. Quantizer: ggml's quantize_row_q4_K_ref:
+// sc, m. Quantizer: ggml's quantize_row_q4_K_ref except for how step 1
+// scores a fit (see fit_scale_min):
 //  1. per sub-block, fit x ~ scale * L + min (min <= 0) with L in [0, 15] by
-//     fit_scale_min (ggml's make_qkx2_quants), weighting element i by
+//     fit_scale_min (ggml's make_qkx2_quants search), weighting element i by
 //     sqrt(mean(x^2)) + |x_i|;
 //  2. quantize the 8 scales and 8 -mins to 6 bits against their maxima:
 //     d = max_scale / 63, dmin = max_min / 63 (stored as f16);
 //  3. re-quantize every element against the final (f16, 6-bit) scale and min.
-// Every float operation is in ggml's order; see quantize.h for the contract.
+// Every float operation is in a fixed order (ggml's in steps 2 and 3); see
+// quantize.h for the contract.
 #include "tern/quant/quant_internal.h"  // first: sets the float mode
 
 #include <algorithm>
@@ -24,21 +26,34 @@ namespace {
 constexpr int kSub = 32;               // elements per sub-block
 constexpr int kNumSub = kQK_K / kSub;  // 8
 
-// ggml's make_qkx2_quants with use_mad = false: least-squares fit of
-// x[i] ~ scale * L[i] + min under weights w, min clamped to <= 0, trying
-// nstep + 1 candidate inverse scales (rmin + rdelta * is + nmax) / (max - min)
-// and keeping the one of least weighted squared error. Note (as in ggml) a
-// better fit's min is used by the candidates after it. Returns scale and
+// ggml's make_qkx2_quants (use_mad = false, nmax 15, rmin -1, rdelta 0.1,
+// nstep 20): least-squares fit of x[i] ~ scale * L[i] + min (min <= 0) under
+// weights w, seeded with the min-max fit and trying 21 candidate inverse
+// scales kQ4KCandidates[c] / (max - min); each candidate's codes come from
+// the min of the best fit so far, are refit by weighted least squares (min
+// clamped to 0 when it comes out positive) and replace the best on a strict
+// improvement. Two changes, for speed: the per-element work uses fused
+// multiply-adds (std::fma: codes of fma(x, iscale, -iscale * min), and the
+// sums of w L^2 and w x L), and a fit's error is not summed element by
+// element but follows from the sums already taken: for the least-squares
+// (scale, min) of codes L, sum w (scale L + min - x)^2 = sum w x^2 - gain
+// with gain = scale * sum(w x L) + min * sum(w x); the seed (s0, m0), no
+// least-squares fit, has gain 2 s0 sum(w x L) + 2 m0 sum(w x) - s0^2 sum(w L^2)
+// - 2 s0 m0 sum(w L) - m0^2 sum(w). The search keeps the largest gain. The
+// bytes then differ from ggml's where rounding reorders near-equal fits; the
+// error does not grow (tests/reference/test_gguf_quants.py measures both
+// against tools/reference/gguf_quants.py, which has both searches).
+// quantize_x86.cpp does the same float operations per sub-block in the same
+// order (one sub-block per lane), so both write equal bytes. Returns scale and
 // stores -min (>= 0) in *neg_min.
-float fit_scale_min(const float* x, const float* w, int nmax, float rmin, float rdelta, int nstep,
-                    uint8_t* L, float* neg_min) {
+float fit_scale_min(const float* x, const float* w, uint8_t* L, float* neg_min) {
   float min = x[0];
   float max = x[0];
   float sum_w = w[0];
   float sum_x = sum_w * x[0];
   for (int i = 1; i < kSub; ++i) {
-    if (x[i] < min) min = x[i];
-    if (x[i] > max) max = x[i];
+    min = x[i] < min ? x[i] : min;
+    max = x[i] > max ? x[i] : max;
     sum_w += w[i];
     sum_x += w[i] * x[i];
   }
@@ -48,47 +63,50 @@ float fit_scale_min(const float* x, const float* w, int nmax, float rmin, float 
     *neg_min = -min;
     return 0.0f;
   }
-  float iscale = static_cast<float>(nmax) / (max - min);
-  float scale = 1.0f / iscale;
-  float best_error = 0.0f;
-  for (int i = 0; i < kSub; ++i) {
-    L[i] = static_cast<uint8_t>(std::clamp(nearest_int(iscale * (x[i] - min)), 0, nmax));
-    const float diff = scale * static_cast<float>(L[i]) + min - x[i];
-    best_error += w[i] * (diff * diff);
-  }
-  uint8_t Laux[kSub];
-  for (int is = 0; is <= nstep; ++is) {
-    iscale = (rmin + rdelta * static_cast<float>(is) + static_cast<float>(nmax)) / (max - min);
-    float sum_l = 0.0f, sum_l2 = 0.0f, sum_xl = 0.0f;
+  const float range = max - min;
+  struct Sums {
+    float l, l2, xl;
+  };
+  const auto sums = [&](float iscale, float code_min) {
+    Sums s{0.0f, 0.0f, 0.0f};
+    const float bias = -(iscale * code_min);
     for (int i = 0; i < kSub; ++i) {
-      const int l = std::clamp(nearest_int(iscale * (x[i] - min)), 0, nmax);
-      Laux[i] = static_cast<uint8_t>(l);
-      const float fl = static_cast<float>(l);
-      sum_l += w[i] * fl;
-      sum_l2 += w[i] * fl * fl;
-      sum_xl += w[i] * fl * x[i];
+      const float l = q4_k_code(std::fma(x[i], iscale, bias));
+      const float wl = w[i] * l;
+      s.l += wl;
+      s.l2 = std::fma(wl, l, s.l2);
+      s.xl = std::fma(wl, x[i], s.xl);
     }
-    const float D = sum_w * sum_l2 - sum_l * sum_l;
-    if (D > 0) {
-      float this_scale = (sum_w * sum_xl - sum_x * sum_l) / D;
-      float this_min = (sum_l2 * sum_x - sum_l * sum_xl) / D;
-      if (this_min > 0) {
-        this_min = 0;
-        this_scale = sum_xl / sum_l2;
-      }
-      float cur_error = 0.0f;
-      for (int i = 0; i < kSub; ++i) {
-        const float diff = this_scale * static_cast<float>(Laux[i]) + this_min - x[i];
-        cur_error += w[i] * (diff * diff);
-      }
-      if (cur_error < best_error) {
-        std::memcpy(L, Laux, kSub);
-        best_error = cur_error;
-        scale = this_scale;
-        min = this_min;
-      }
+    return s;
+  };
+  float iscale = 15.0f / range;
+  float scale = 1.0f / iscale;
+  const Sums s0 = sums(iscale, min);
+  float best_gain = (2.0f * scale * s0.xl + 2.0f * min * sum_x) -
+                    (scale * scale * s0.l2 + 2.0f * scale * min * s0.l + min * min * sum_w);
+  float best_iscale = iscale;
+  float code_min = min;
+  for (int c = 0; c < kQ4KNumCandidates; ++c) {
+    iscale = kQ4KCandidates[c] / range;
+    const Sums s = sums(iscale, min);
+    const float D = sum_w * s.l2 - s.l * s.l;
+    float this_scale = (sum_w * s.xl - sum_x * s.l) / D;
+    float this_min = (s.l2 * sum_x - s.l * s.xl) / D;
+    if (this_min > 0) {
+      this_min = 0;
+      this_scale = s.xl / s.l2;
+    }
+    const float gain = this_scale * s.xl + this_min * sum_x;
+    if (D > 0 && gain > best_gain) {
+      best_gain = gain;
+      best_iscale = iscale;
+      code_min = min;
+      scale = this_scale;
+      min = this_min;
     }
   }
+  const float bias = -(best_iscale * code_min);
+  for (int i = 0; i < kSub; ++i) L[i] = static_cast<uint8_t>(q4_k_code(std::fma(x[i], best_iscale, bias)));
   *neg_min = -min;
   return scale;
 }
@@ -111,7 +129,7 @@ void q4_k_fit_subblocks(const float* x, uint8_t* L, float* scales, float* mins) 
     for (int i = 0; i < kSub; ++i) sum_x2 += xs[i] * xs[i];
     const float av_x = std::sqrt(sum_x2 / 32.0f);
     for (int i = 0; i < kSub; ++i) weights[i] = av_x + std::fabs(xs[i]);
-    scales[s] = fit_scale_min(xs, weights, 15, -1.0f, 0.1f, 20, L + kSub * s, &mins[s]);
+    scales[s] = fit_scale_min(xs, weights, L + kSub * s, &mins[s]);
   }
 }
 
@@ -183,6 +201,7 @@ void quantize_row_q4_k_portable(const float* x, void* blocks, int64_t n) {
 using namespace quant_detail;
 
 void quantize_row_q4_k(const float* x, void* blocks, int64_t n) {
+  if (quantize_with_avx512()) return quantize_row_q4_k_avx512(x, blocks, n);
   if (quantize_with_avx2()) return quantize_row_q4_k_avx2(x, blocks, n);
   quantize_row_q4_k_portable(x, blocks, n);
 }

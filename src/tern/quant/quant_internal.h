@@ -3,10 +3,11 @@
 // may treat float code in the including file, whatever flags the library is
 // built with (as kernels/float_mode.h does for the kernels):
 // - no contraction of a * b + c into one fused rounding, so the quantizers
-//   compute the same floats on every target as ggml's scalar C on x86-64 (and
-//   as tools/reference/gguf_quants.py); the Q4_K / Q6_K scale searches and
-//   nearest_int would otherwise change bytes (measured on ggml's own C built
-//   with -march=native -ffp-contract=fast: 108 of 1280 Q4_K blocks differ);
+//   compute the same floats on every target and path as
+//   tools/reference/gguf_quants.py (and, for all but Q4_K's search, as ggml's
+//   scalar C on x86-64); the Q4_K / Q6_K scale searches and nearest_int would
+//   otherwise change bytes (measured on ggml's own C built with
+//   -march=native -ffp-contract=fast: 108 of 1280 Q4_K blocks differ);
 // - no trapping math, which changes no computed value.
 // First, because GCC does not inline a function compiled with other options
 // into these (std::clamp, std::fabs, ... from headers included before).
@@ -69,14 +70,39 @@ inline float load_f16(uint16_t h) {
   return f16_to_f32(h);
 }
 
-// The quantizers with a SIMD version (quantize_avx2.cpp) keep a portable one;
-// both write identical bytes (tests/quant). The SIMD one runs when the active
-// kernel path (core/kernel_path.h, TERN_KERNELS) is avx2 or avx512.
+// Q4_K's scale search (q4_k.cpp fit_scale_min, and its SIMD lanes): the 21
+// candidate numerators (-1 + 0.1 * c) + 15 (ggml's rmin, rdelta, nmax) in
+// float, and the code of v = iscale * (x - min): round half to even via
+// 1.5 * 2^23 (exact below 2^22 in magnitude), then (r > 0 ? r : 0), then
+// (r < 15 ? r : 15), so NaN gives 0: what _mm*_round_ps, max_ps(r, 0) and
+// min_ps(r, 15) give for every input.
+constexpr int kQ4KNumCandidates = 21;
+struct Q4KCandidates {
+  float v[kQ4KNumCandidates];
+  constexpr Q4KCandidates() : v() {
+    for (int c = 0; c < kQ4KNumCandidates; ++c) v[c] = (-1.0f + 0.1f * static_cast<float>(c)) + 15.0f;
+  }
+  constexpr float operator[](int c) const { return v[c]; }
+};
+inline constexpr Q4KCandidates kQ4KCandidates{};
+
+inline float q4_k_code(float v) {
+  float r = (v + 12582912.0f) - 12582912.0f;
+  r = r > 0.0f ? r : 0.0f;
+  return r < 15.0f ? r : 15.0f;
+}
+
+// The quantizers with a SIMD version (quantize_x86.cpp) keep a portable one;
+// all write identical bytes (tests/quant). The AVX2 one runs when the active
+// kernel path (core/kernel_path.h, TERN_KERNELS) is avx2, or avx512 where
+// there is no AVX-512 version; the AVX-512 one (Q4_K) on avx512.
 bool quantize_with_avx2();
+bool quantize_with_avx512();
 void quantize_row_q8_0_portable(const float* x, void* blocks, int64_t n);
 void quantize_row_q8_0_avx2(const float* x, void* blocks, int64_t n);
 void quantize_row_q4_k_portable(const float* x, void* blocks, int64_t n);
 void quantize_row_q4_k_avx2(const float* x, void* blocks, int64_t n);
+void quantize_row_q4_k_avx512(const float* x, void* blocks, int64_t n);
 
 // Stages of the Q4_K quantizer shared by both versions (q4_k.cpp).
 void q4_k_pack_scales(const float* scales, const float* mins, BlockQ4K* y);
