@@ -4,7 +4,7 @@
 // over many magnitudes, and the edge cases each SIMD trick must survive:
 // constant and zero sub-blocks, positive-only data, NaN, infinities,
 // subnormal and huge values, rows whose super-block count is no multiple of
-// the group the SIMD code fits at once (2 with AVX2, 4 with AVX-512).
+// the group the SIMD code fits at once (2 with AVX2, 8 with AVX-512).
 #include "tern/quant/quant_internal.h"  // first (declares the per-path quantizers)
 
 #include <gtest/gtest.h>
@@ -52,6 +52,12 @@ std::vector<std::vector<float>> test_rows(int64_t n) {
       rows.push_back(r);
       for (auto& v : r) v = std::round(v / scale * 4.0f);  // values on a coarse grid: ties
       rows.push_back(r);
+      // One loud sub-block per 256: the quiet ones' 6-bit Q4_K scales round
+      // to 0, so step 3 keeps the codes of their fits.
+      for (auto& v : r) v = normal(rng) * scale;
+      for (int64_t i = 0; i < n; i += 256)
+        for (int64_t k = i + 64; k < i + 96 && k < n; ++k) r[static_cast<size_t>(k)] *= 1000.0f;
+      rows.push_back(r);
     }
   }
   const float nan = std::numeric_limits<float>::quiet_NaN();
@@ -76,7 +82,7 @@ TEST(QuantizeSimd, SimdQuantizersWriteThePortableBytes) {
   for (const Format& f : kSimdFormats) {
     if (!kernel_path_supported(f.path)) continue;  // the format's line of the log says so below
     ++formats;
-    for (int64_t blocks : {int64_t{1}, int64_t{2}, int64_t{3}, int64_t{4}, int64_t{5}, 2048 / f.block_elements}) {
+    for (int64_t blocks : {int64_t{1}, int64_t{2}, int64_t{3}, int64_t{4}, int64_t{5}, int64_t{13}, 2048 / f.block_elements}) {
       const int64_t n = blocks * f.block_elements;
       const auto rows = test_rows(n);
       int compared = 0;

@@ -105,11 +105,19 @@ float fit_scale_min(const float* x, const float* w, uint8_t* L, float* neg_min) 
       min = this_min;
     }
   }
-  const float bias = -(best_iscale * code_min);
-  for (int i = 0; i < kSub; ++i) L[i] = static_cast<uint8_t>(q4_k_code(std::fma(x[i], best_iscale, bias)));
+  q4_k_fit_codes(x, best_iscale, -(best_iscale * code_min), L);
   *neg_min = -min;
   return scale;
 }
+
+}  // namespace
+
+// A fit's codes of the 32 elements of a sub-block.
+void q4_k_fit_codes(const float* x, float iscale, float bias, uint8_t* L) {
+  for (int i = 0; i < kSub; ++i) L[i] = static_cast<uint8_t>(q4_k_code(std::fma(x[i], iscale, bias)));
+}
+
+namespace {
 
 // 6-bit code of v * inv, as ggml: round half to even, wrapped to uint8 (a
 // negative scale would wrap to a large value), then capped at 63.

@@ -5,7 +5,7 @@
 //   - V: the vector traits (type T, mask type M, kLanes lanes, the operations
 //     used below, each one instruction with the scalar code's IEEE result), and
 //   - TERN_Q4K_FIT_TARGET: the function attribute naming that instruction set,
-// and gets `q4_k_fit_simd<B>(x, L, scales, mins)`, which fits B * kLanes / 8
+// and gets `q4_k_fit_simd<B>(x, scales, mins, iscales, biases)`, which fits B * kLanes / 8
 // consecutive super-blocks at once: sub-block s of super-block q in lane
 // 8 * (q % (kLanes / 8)) + s of the (q / (kLanes / 8))-th register. Every lane
 // performs exactly the scalar code's operations in its order (V::fma where it
@@ -39,7 +39,7 @@ TERN_Q4K_FIT_TARGET inline void q4_k_take_sums(const typename V::T (&X)[32][B], 
 }
 
 template <int B>
-TERN_Q4K_FIT_TARGET void q4_k_fit_simd(const float* x, uint8_t* L, float* scales, float* mins) {
+TERN_Q4K_FIT_TARGET void q4_k_fit_simd(const float* x, float* scales, float* mins, float* iscales, float* biases) {
   using T = typename V::T;
   using M = typename V::M;
   constexpr int kSub = 32, kNumSub = 8, kLanes = V::kLanes, kBlocks = B * kLanes / kNumSub;
@@ -117,20 +117,12 @@ TERN_Q4K_FIT_TARGET void q4_k_fit_simd(const float* x, uint8_t* L, float* scales
       min[b] = V::blend(min[b], this_min, better);
     }
   }
-  // Outputs in super-block order; the chosen fit's codes back in element
-  // order (a constant sub-block's are 0).
-  alignas(64) int32_t codes[kSub][B * kLanes];
+  // Outputs in super-block order: the chosen fit's scale, -min and, for its
+  // codes (q4_k_fit_codes), iscale and bias; a constant sub-block's are 0.
   for (int b = 0; b < B; ++b) {
     V::store(scales + kLanes * b, V::blend(scale[b], zero, degenerate[b]));
     V::store(mins + kLanes * b, V::neg(min[b]));
-    const T bias = V::neg(V::mul(best_iscale[b], code_min[b]));
-    for (int i = 0; i < kSub; ++i) {
-      const T l = V::code(V::fma(X[i][b], best_iscale[b], bias));
-      V::store_int(&codes[i][kLanes * b], V::blend(l, zero, degenerate[b]));
-    }
+    V::store(iscales + kLanes * b, V::blend(best_iscale[b], zero, degenerate[b]));
+    V::store(biases + kLanes * b, V::blend(V::neg(V::mul(best_iscale[b], code_min[b])), zero, degenerate[b]));
   }
-  for (int q = 0; q < kBlocks; ++q)
-    for (int s = 0; s < kNumSub; ++s)
-      for (int i = 0; i < kSub; ++i)
-        L[kQK_K * q + kSub * s + i] = static_cast<uint8_t>(codes[i][kNumSub * q + s]);
 }

@@ -105,6 +105,10 @@ void quantize_row_q4_k_avx2(const float* x, void* blocks, int64_t n);
 void quantize_row_q4_k_avx512(const float* x, void* blocks, int64_t n);
 
 // Stages of the Q4_K quantizer shared by both versions (q4_k.cpp).
+// q4_k_fit_codes: the codes of a sub-block's fit, q4_k_code(fma(x, iscale,
+// bias)) for its 32 elements (the SIMD fit returns iscale and bias; step 3
+// needs the codes only where a sub-block's final scale is 0).
+void q4_k_fit_codes(const float* x, float iscale, float bias, uint8_t* L);
 void q4_k_pack_scales(const float* scales, const float* mins, BlockQ4K* y);
 void q4_k_pack_codes(const uint8_t* L, BlockQ4K* y);
 
