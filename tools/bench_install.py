@@ -8,7 +8,9 @@ so only rates taken in the same minutes are compared):
   2. for each target format, the files are evicted again and
      `tern install --expert-quant FMT` runs; its rate is checkpoint bytes /
      wall time (the source read), and its peak RSS comes from wait4();
-     `FMT:buffered` adds --buffered-reads (page cache instead of O_DIRECT);
+     `FMT:buffered` adds --buffered-reads (page cache instead of O_DIRECT),
+     `FMT:avx2` (or :avx512, :portable) sets TERN_KERNELS for that install,
+     `FMT@PATH` runs another tern binary (an A/B of two builds, interleaved);
 Prints a Markdown table for docs/RESULTS.md: medians over rounds of each
 rate, of each install's ratio to the raw read of its own round, and peak RSS.
 Numbers are measured, never asserted in tests. With the output on the
@@ -16,11 +18,17 @@ source's disk (the default) the install's writes share that disk with its
 reads; `--out` on another disk (or /dev/shm, standing in for one) shows the
 read side alone.
 
-  /usr/bin/python3 tools/bench_install.py HF_DIR [--formats q8_0,q4_k,q8_0:buffered]
+  /usr/bin/python3 tools/bench_install.py HF_DIR [--formats q8_0,q4_k,q8_0:buffered,q4_k:avx2,q4_k@OLD_TERN]
       [--runs 3] [--threads N] [--out DIR] [--tern PATH] [--env TERN_KERNELS=portable ...]
 
 --out is where installs are written (default: beside HF_DIR, the same disk, as
 a user would); it is removed afterwards.
+
+--read-limit MB/s caps the source disk's reads for the whole benchmark (this
+process and its children move into a cgroup-v1 blkio group with
+throttle.read_bps_device; root only): a stand-in for a slower disk, e.g. the
+0.45-1.2 GB/s this kind of machine reads at other hours, to see whether the
+install then keeps up with the disk.
 """
 import argparse
 import glob
@@ -72,6 +80,23 @@ def raw_read(files):
     return total / (time.monotonic() - t0)
 
 
+def limit_reads(path, mb_per_s):
+    """Moves this process into a blkio cgroup whose reads from path's disk are capped."""
+    st = os.stat(path)
+    major, minor = os.major(st.st_dev), os.minor(st.st_dev)
+    sysdev = f"/sys/dev/block/{major}:{minor}"
+    if os.path.exists(os.path.join(sysdev, "partition")):  # throttle the whole disk
+        with open(os.path.join(os.path.realpath(sysdev), "..", "dev")) as f:
+            major, minor = (int(v) for v in f.read().split(":"))
+    group = f"/sys/fs/cgroup/blkio/tern-bench-{os.getpid()}"
+    os.makedirs(group, exist_ok=True)
+    with open(os.path.join(group, "blkio.throttle.read_bps_device"), "w") as f:
+        f.write(f"{major}:{minor} {int(mb_per_s * 1e6)}")
+    with open(os.path.join(group, "cgroup.procs"), "w") as f:
+        f.write(str(os.getpid()))
+    return group
+
+
 def run_install(cmd, env):
     """(seconds, peak RSS bytes) of one install."""
     t0 = time.monotonic()
@@ -96,8 +121,10 @@ def main():
     ap.add_argument("--out")
     ap.add_argument("--tern", default=os.environ.get("TERN_BINARY", DEFAULT_TERN))
     ap.add_argument("--env", action="append", default=[], help="NAME=VALUE for the installs")
+    ap.add_argument("--read-limit", type=float, help="cap the source disk's reads at this many MB/s (blkio cgroup)")
     a = ap.parse_args()
     files = checkpoint_files(a.hf)
+    group = limit_reads(files[0], a.read_limit) if a.read_limit else None
     size = sum(os.path.getsize(f) for f in files)
     formats = a.formats.split(",")
     out_dir = a.out or os.path.dirname(os.path.abspath(a.hf.rstrip("/")))
@@ -114,28 +141,38 @@ def main():
             raw.append(raw_read(files))
             for fmt in formats:
                 evict(files)
-                name, _, mode = fmt.partition(":")
-                cmd = [a.tern, "install", a.hf, "-o", target, "--force", "-q", "--expert-quant", name]
-                if mode == "buffered":
-                    cmd.append("--buffered-reads")
-                elif mode:
-                    sys.exit(f"{fmt}: unknown mode '{mode}' (buffered)")
+                spec, _, binary = fmt.partition("@")
+                name, *modes = spec.split(":")
+                cmd = [binary or a.tern, "install", a.hf, "-o", target, "--force", "-q", "--expert-quant", name]
+                run_env = dict(env)
+                for mode in modes:
+                    if mode == "buffered":
+                        cmd.append("--buffered-reads")
+                    elif mode in ("avx2", "portable", "avx512"):
+                        run_env["TERN_KERNELS"] = mode
+                    else:
+                        sys.exit(f"{fmt}: unknown mode '{mode}' (buffered, avx2, avx512, portable)")
                 if a.threads:
                     cmd += ["--threads", str(a.threads)]
-                seconds, peak = run_install(cmd, env)
+                seconds, peak = run_install(cmd, run_env)
                 shutil.rmtree(target, ignore_errors=True)
                 rate[fmt].append(size / seconds)
                 ratio[fmt].append(size / seconds / raw[-1])
                 rss[fmt].append(peak)
     finally:
         shutil.rmtree(target, ignore_errors=True)
+        if group:  # back to the root group, then the capped one can go
+            with open("/sys/fs/cgroup/blkio/cgroup.procs", "w") as f:
+                f.write(str(os.getpid()))
+            os.rmdir(group)
 
     def med(v):
         v = sorted(v)
         return v[len(v) // 2]
 
     print(f"checkpoint: {a.hf}, {size / MIB:.0f} MiB in {len(files)} file(s); output on {out_dir}; "
-          f"threads {a.threads or os.cpu_count()}; {' '.join(a.env)}; median of {a.runs} interleaved rounds "
+          f"threads {a.threads or os.cpu_count()}; {' '.join(a.env)}; "
+          f"{f'reads capped at {a.read_limit:.0f} MB/s; ' if a.read_limit else ''}median of {a.runs} interleaved rounds "
           f"(raw read rates: {', '.join(f'{r / MIB:.0f}' for r in raw)} MiB/s)")
     print("| target | raw O_DIRECT read | install (source read) | install / raw read | peak RSS |")
     print("| --- | --- | --- | --- | --- |")
