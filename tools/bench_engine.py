@@ -112,6 +112,37 @@ def make_cgroup(limit):
         return None
 
 
+class ReadLimit:
+    """Caps the reads of path's disk at mb_per_s MB/s for this process and its
+    children while in effect (`with ReadLimit(path, mb):`): a cgroup-v1 blkio
+    child with throttle.read_bps_device (root only). A stand-in for a slower
+    disk, such as the 0.45-1.2 GB/s this kind of machine reads at some hours."""
+
+    def __init__(self, path, mb_per_s):
+        st = os.stat(path)
+        major, minor = os.major(st.st_dev), os.minor(st.st_dev)
+        sysdev = f"/sys/dev/block/{major}:{minor}"
+        if os.path.exists(os.path.join(sysdev, "partition")):  # throttle the whole disk
+            with open(os.path.join(os.path.realpath(sysdev), "..", "dev")) as f:
+                major, minor = (int(v) for v in f.read().split(":"))
+        self.rule = f"{major}:{minor} {int(mb_per_s * 1e6)}"
+        self.group = f"/sys/fs/cgroup/blkio/tern-read-limit-{os.getpid()}"
+
+    def __enter__(self):
+        os.makedirs(self.group, exist_ok=True)
+        with open(os.path.join(self.group, "blkio.throttle.read_bps_device"), "w") as f:
+            f.write(self.rule)
+        with open(os.path.join(self.group, "cgroup.procs"), "w") as f:
+            f.write(str(os.getpid()))
+        return self
+
+    def __exit__(self, *exc):
+        with open("/sys/fs/cgroup/blkio/cgroup.procs", "w") as f:  # back to the root group
+            f.write(str(os.getpid()))
+        os.rmdir(self.group)
+        return False
+
+
 def run_variant(cmd, env, cg):
     if cg:
         cmd = ["sh", "-c", f'echo $$ > {cg}/cgroup.procs && exec "$@"', "sh", *cmd]
@@ -146,8 +177,15 @@ def main():
     ap.add_argument("--variant", action="append", default=[], help="NAME='flags' (repeatable), interleaved")
     ap.add_argument("--paths", help="comma-separated kernel paths to A/B (TERN_KERNELS), as variants")
     ap.add_argument("--no-inram", action="store_true", help="skip the all-resident run (roofline)")
+    ap.add_argument("--read-limit", type=float, help="cap the model disk's reads at this many MB/s (blkio cgroup)")
     a = ap.parse_args()
+    if a.read_limit:
+        with ReadLimit(os.path.join(a.model, "manifest.json"), a.read_limit):
+            return bench(a)
+    return bench(a)
 
+
+def bench(a):
     manifest = json.load(open(os.path.join(a.model, "manifest.json")))
     cfg = manifest["config"]
     experts_file = os.path.join(a.model, manifest["experts"]["file"])
@@ -210,7 +248,9 @@ def main():
     print(f"model {a.model}: experts {experts / GIB:.2f} GiB, trunk {trunk / GIB:.3f} GiB; --ram {ram / GIB:.2f} GiB "
           f"({experts / ram:.1f}x smaller than the experts); cgroup limit "
           f"{f'{limit / GIB:.2f} GiB' if cg else 'none'}; prompt {a.prompt_tokens}, decode {a.tokens} tokens; "
-          f"median of {a.runs} interleaved rounds; disk O_DIRECT at queue depth 8 {bw / MIB:.0f} MiB/s "
+          f"median of {a.runs} interleaved rounds; "
+          + (f"disk reads capped at {a.read_limit:.0f} MB/s (blkio); " if a.read_limit else "")
+          + f"disk O_DIRECT at queue depth 8 {bw / MIB:.0f} MiB/s "
           f"(rounds: {', '.join(f'{b / MIB:.0f}' for b in bws)})"
           + (f"; in RAM (all experts preloaded) {inram_rate:.2f} tok/s" if inram_rate else ""))
 

@@ -39,6 +39,9 @@ import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_engine import ReadLimit  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_TERN = os.path.join(HERE, "..", "build", "release", "bin", "tern")
 BLOCK = 16 << 20
@@ -80,23 +83,6 @@ def raw_read(files):
     return total / (time.monotonic() - t0)
 
 
-def limit_reads(path, mb_per_s):
-    """Moves this process into a blkio cgroup whose reads from path's disk are capped."""
-    st = os.stat(path)
-    major, minor = os.major(st.st_dev), os.minor(st.st_dev)
-    sysdev = f"/sys/dev/block/{major}:{minor}"
-    if os.path.exists(os.path.join(sysdev, "partition")):  # throttle the whole disk
-        with open(os.path.join(os.path.realpath(sysdev), "..", "dev")) as f:
-            major, minor = (int(v) for v in f.read().split(":"))
-    group = f"/sys/fs/cgroup/blkio/tern-bench-{os.getpid()}"
-    os.makedirs(group, exist_ok=True)
-    with open(os.path.join(group, "blkio.throttle.read_bps_device"), "w") as f:
-        f.write(f"{major}:{minor} {int(mb_per_s * 1e6)}")
-    with open(os.path.join(group, "cgroup.procs"), "w") as f:
-        f.write(str(os.getpid()))
-    return group
-
-
 def run_install(cmd, env):
     """(seconds, peak RSS bytes) of one install."""
     t0 = time.monotonic()
@@ -124,7 +110,13 @@ def main():
     ap.add_argument("--read-limit", type=float, help="cap the source disk's reads at this many MB/s (blkio cgroup)")
     a = ap.parse_args()
     files = checkpoint_files(a.hf)
-    group = limit_reads(files[0], a.read_limit) if a.read_limit else None
+    if a.read_limit:
+        with ReadLimit(files[0], a.read_limit):
+            return bench(a, files)
+    return bench(a, files)
+
+
+def bench(a, files):
     size = sum(os.path.getsize(f) for f in files)
     formats = a.formats.split(",")
     out_dir = a.out or os.path.dirname(os.path.abspath(a.hf.rstrip("/")))
@@ -161,10 +153,6 @@ def main():
                 rss[fmt].append(peak)
     finally:
         shutil.rmtree(target, ignore_errors=True)
-        if group:  # back to the root group, then the capped one can go
-            with open("/sys/fs/cgroup/blkio/cgroup.procs", "w") as f:
-                f.write(str(os.getpid()))
-            os.rmdir(group)
 
     def med(v):
         v = sorted(v)
