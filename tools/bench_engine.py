@@ -174,7 +174,7 @@ def main():
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--ctx", type=int, default=4096)
     ap.add_argument("--tern", default=os.environ.get("TERN_BINARY", DEFAULT_TERN))
-    ap.add_argument("--variant", action="append", default=[], help="NAME='flags' (repeatable), interleaved")
+    ap.add_argument("--variant", action="append", default=[], help="NAME='flags' (repeatable), interleaved; NAME='@PATH flags' runs another tern build")
     ap.add_argument("--paths", help="comma-separated kernel paths to A/B (TERN_KERNELS), as variants")
     ap.add_argument("--no-inram", action="store_true", help="skip the all-resident run (roofline)")
     ap.add_argument("--read-limit", type=float, help="cap the model disk's reads at this many MB/s (blkio cgroup)")
@@ -221,7 +221,10 @@ def bench(a):
         for name, flags, env_extra in variants:
             evict(experts_file)
             env = dict(os.environ, **env_extra)
-            stats = run_variant(base + ["--ram", str(ram), "--trace", trace] + flags, env, cg)
+            cmd = base + ["--ram", str(ram), "--trace", trace] + flags
+            if flags and flags[0].startswith("@"):  # another build: NAME='@PATH flags'
+                cmd = [flags[0][1:]] + base[1:] + ["--ram", str(ram), "--trace", trace] + flags[1:]
+            stats = run_variant(cmd, env, cg)
             # The same run's routing replayed at its cache size: where the
             # engine's hit rate stands against Belady's optimum.
             stats["replay"] = replay(a.tern, a.model, trace, ram)

@@ -5,6 +5,9 @@
 // memory planner.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <thread>
+
 #include <cstring>
 #include <filesystem>
 
@@ -149,6 +152,35 @@ TEST_F(StreamerTest, PrefetchWarmsTheCacheAndIsAccounted) {
   EXPECT_TRUE(cache.prefetch(layer(0), 6));   // now 5 may go
   cache.acquire(layer(0), 2);                 // evicts the unused prefetch of 6 (LRU among unpinned)
   EXPECT_EQ(cache.stats().prefetch_wasted_bytes, stride());
+}
+
+TEST_F(StreamerTest, AnUnusedPrefetchIsEvictedBeforeDemandedExperts) {
+  ExpertStore store(*model);
+  ExpertCache cache(store, 3 * stride());
+  // A loading record is never evicted: wait (no timing asserted) for the
+  // prefetch's read to land before asking for room.
+  const auto landed = [&](uint64_t records) {
+    for (int i = 0; i < 10000 && cache.stats().bytes_read < records * stride(); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    ASSERT_EQ(cache.stats().bytes_read, records * stride());
+  };
+  cache.acquire(layer(0), 0);
+  cache.acquire(layer(0), 1);
+  EXPECT_TRUE(cache.prefetch(layer(0), 5));  // newest, but at the cold end until demanded
+  landed(3);
+  cache.acquire(layer(0), 6);  // room for 6: the unused prediction goes, not 0
+  EXPECT_TRUE(cache.contains(0, 0));
+  EXPECT_TRUE(cache.contains(0, 1));
+  EXPECT_FALSE(cache.contains(0, 5));
+  EXPECT_EQ(cache.stats().prefetch_wasted_bytes, stride());
+  // Once demanded, a prefetched expert is recent like any other.
+  EXPECT_TRUE(cache.prefetch(layer(0), 7));  // evicts 0, the least recent
+  landed(5);
+  cache.acquire(layer(0), 7);
+  cache.acquire(layer(0), 2);  // evicts 1 (least recent), not 7
+  EXPECT_TRUE(cache.contains(0, 7));
+  EXPECT_FALSE(cache.contains(0, 1));
+  EXPECT_TRUE(cache.contains(0, 6));
 }
 
 TEST_F(StreamerTest, LfuEvictsTheLeastDemanded) {
