@@ -183,6 +183,22 @@ TEST_F(StreamerTest, AnUnusedPrefetchIsEvictedBeforeDemandedExperts) {
   EXPECT_TRUE(cache.contains(0, 6));
 }
 
+TEST_F(StreamerTest, APredictionDoesNotEvictAnotherNotYetDemanded) {
+  ExpertStore store(*model);
+  ExpertCache cache(store, 3 * stride());
+  cache.acquire(layer(0), 0);
+  EXPECT_TRUE(cache.prefetch(layer(0), 5));
+  EXPECT_TRUE(cache.prefetch(layer(0), 6));
+  for (int i = 0; i < 10000 && cache.stats().bytes_read < 3 * stride(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ASSERT_EQ(cache.stats().bytes_read, 3 * stride());
+  EXPECT_TRUE(cache.prefetch(layer(0), 7));  // room from 0, not from the pending 5 or 6
+  EXPECT_FALSE(cache.contains(0, 0));
+  EXPECT_TRUE(cache.contains(0, 5));
+  EXPECT_TRUE(cache.contains(0, 6));
+  EXPECT_TRUE(cache.contains(0, 7));
+}
+
 TEST_F(StreamerTest, LfuEvictsTheLeastDemanded) {
   ExpertStore store(*model);
   ExpertCache cache(store, 2 * stride(), CachePolicy::Lfu);

@@ -81,9 +81,13 @@ void ExpertCache::touch(Entry& e) {
   lru_.splice(lru_.begin(), lru_, e.lru);
 }
 
+// spare_protected (prefetches, preloads, and the lookahead policy's first
+// pass) also spares prefetched records not yet demanded: they sit at the LRU
+// list's cold end, where the next prediction would otherwise evict the one
+// before it (a layer's predictions pushing each other out).
 bool ExpertCache::evictable(const Entry& e, bool spare_protected) const {
   if (e.pins > 0 || e.hot || e.state == State::Loading) return false;
-  return !(spare_protected && protected_.count(e.key));
+  return !(spare_protected && (e.prefetched || protected_.count(e.key)));
 }
 
 void ExpertCache::erase(std::unordered_map<uint64_t, Entry>::iterator it) {
@@ -280,9 +284,10 @@ bool ExpertCache::prefetch(const ExpertLayer& layer, int64_t expert) {
   e.prefetched = true;
   // It enters the LRU list at the cold end and moves to the front when
   // demanded (touch), so an unused prediction goes before records the next
-  // tokens would hit. Entering at the front it pushed those out: decode read
-  // 109 MiB per token against 84-87 this way, at 8.6 vs 10.2-11.2 tok/s with
-  // the disk at 1 GB/s (docs/RESULTS.md).
+  // tokens would hit (other predictions spare it: evictable). Entering at the
+  // front it pushed those out: on the 30B shape decode read 109-113 MiB per
+  // token against 80-94 this way, at 8.4-8.6 vs 10.0-11.6 tok/s with the disk
+  // at 1 GB/s (docs/RESULTS.md).
   lru_.splice(lru_.end(), lru_, e.lru);
   ++stats_.prefetches;
   lock.unlock();
