@@ -227,8 +227,9 @@ def dequantize_mxfp4(data, n):
 # ------------------------------------------------------------------------------------------------
 # Q4_K (quantize_row_q4_K_ref with make_qkx2_quants)
 
-def make_qkx2_quants(x, w, nmax, rmin, rdelta, nstep):
-    """Rows of x, w (S, n) float32 -> (scale (S,), the_min (S,) = -min, L (S, n) int64)."""
+def qkx2_prologue(x, w):
+    """Both Q4_K searches' start: min (clamped to <= 0), max, sequential sum(w) and sum(w x), and
+    which rows are constant."""
     mn = x.min(axis=1)
     mx = x.max(axis=1)
     sum_w = w[:, 0].copy()
@@ -237,7 +238,12 @@ def make_qkx2_quants(x, w, nmax, rmin, rdelta, nstep):
         sum_w = sum_w + w[:, i]
         sum_x = sum_x + w[:, i] * x[:, i]
     mn = np.where(mn > 0, F32(0), mn).astype(F32)
-    flat = mx == mn
+    return mn, mx, sum_w, sum_x, mx == mn
+
+
+def make_qkx2_quants(x, w, nmax, rmin, rdelta, nstep):
+    """Rows of x, w (S, n) float32 -> (scale (S,), the_min (S,) = -min, L (S, n) int64)."""
+    mn, mx, sum_w, sum_x, flat = qkx2_prologue(x, w)
     flat_neg_min = -mn
     rng = np.where(flat, F32(1), mx - mn)
     iscale = F32(nmax) / rng
@@ -288,15 +294,7 @@ def q4_k_tern_fit(x, w):
     sum_l += wl, sum_l2 = fma(wl, L, sum_l2), sum_xl = fma(wl, x, sum_xl), in element order.
     Written from that description, not from Tern's C++.
     """
-    mn = x.min(axis=1)
-    mx = x.max(axis=1)
-    sum_w = w[:, 0].copy()
-    sum_x = sum_w * x[:, 0]
-    for i in range(1, x.shape[1]):
-        sum_w = sum_w + w[:, i]
-        sum_x = sum_x + w[:, i] * x[:, i]
-    mn = np.where(mn > 0, F32(0), mn).astype(F32)
-    flat = mx == mn
+    mn, mx, sum_w, sum_x, flat = qkx2_prologue(x, w)
     with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
         rng = np.where(flat, F32(1), mx - mn)
 

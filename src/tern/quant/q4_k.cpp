@@ -167,18 +167,26 @@ void q4_k_pack_scales(const float* scales, const float* mins, BlockQ4K* y) {
   y->dmin = f32_to_f16(max_min / 63.0f);
 }
 
-// Step 3, portable: every element against its sub-block's final scale and min.
-void q4_k_requantize(const float* x, const BlockQ4K* y, uint8_t* L) {
+// The 8 sub-blocks' final scales d[s] = d * sc[s] and mins dm[s] = dmin * m[s].
+void q4_k_final_scales(const BlockQ4K* y, float* d, float* dm) {
   const float d_all = load_f16(y->d);
   const float dmin_all = load_f16(y->dmin);
   for (int s = 0; s < kNumSub; ++s) {
     uint8_t sc, m;
     q4_k_scale_min(s, y->scales, &sc, &m);
-    const float d = d_all * static_cast<float>(sc);
-    if (d == 0.0f) continue;  // as ggml: keeps the codes of the fit
-    const float dm = dmin_all * static_cast<float>(m);
+    d[s] = d_all * static_cast<float>(sc);
+    dm[s] = dmin_all * static_cast<float>(m);
+  }
+}
+
+// Step 3, portable: every element against its sub-block's final scale and min.
+void q4_k_requantize(const float* x, const BlockQ4K* y, uint8_t* L) {
+  float d[kNumSub], dm[kNumSub];
+  q4_k_final_scales(y, d, dm);
+  for (int s = 0; s < kNumSub; ++s) {
+    if (d[s] == 0.0f) continue;  // as ggml: keeps the codes of the fit
     for (int i = 0; i < kSub; ++i) {
-      const int l = nearest_int((x[kSub * s + i] + dm) / d);
+      const int l = nearest_int((x[kSub * s + i] + dm[s]) / d[s]);
       L[kSub * s + i] = static_cast<uint8_t>(std::clamp(l, 0, 15));
     }
   }

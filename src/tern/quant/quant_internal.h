@@ -109,6 +109,8 @@ void quantize_row_q4_k_avx512(const float* x, void* blocks, int64_t n);
 // bias)) for its 32 elements (the SIMD fit returns iscale and bias; step 3
 // needs the codes only where a sub-block's final scale is 0).
 void q4_k_fit_codes(const float* x, float iscale, float bias, uint8_t* L);
+// Step 3's inputs: each sub-block's final scale d[s] and min dm[s] (of 8).
+void q4_k_final_scales(const BlockQ4K* y, float* d, float* dm);
 void q4_k_pack_scales(const float* scales, const float* mins, BlockQ4K* y);
 void q4_k_pack_codes(const uint8_t* L, BlockQ4K* y);
 

@@ -190,21 +190,13 @@ using V = V16;
 #undef TERN_Q4K_FIT_TARGET
 }  // namespace avx512
 
-// Q4_K step 3 (q4_k_requantize) with 8 elements per instruction.
-TERN_AVX2 void q4_k_requantize_avx2(const float* x, const BlockQ4K* y, const float* iscales, const float* biases,
-                                    uint8_t* L) {
-  const float d_all = load_f16(y->d);
-  const float dmin_all = load_f16(y->dmin);
+// Q4_K step 3 (q4_k_requantize) with 8 elements per instruction, given the
+// final scales (q4_k_final_scales); sub-blocks with d[s] == 0 are left alone.
+TERN_AVX2 void q4_k_requantize_avx2(const float* x, const float* d, const float* dm, uint8_t* L) {
   for (int s = 0; s < kNumSub; ++s) {
-    uint8_t sc, m;
-    q4_k_scale_min(s, y->scales, &sc, &m);
-    const float d = d_all * static_cast<float>(sc);
-    if (d == 0.0f) {  // the codes of the fit
-      q4_k_fit_codes(x + kSub * s, iscales[s], biases[s], L + kSub * s);
-      continue;
-    }
-    const __m256 vd = _mm256_set1_ps(d);
-    const __m256 vdm = _mm256_set1_ps(dmin_all * static_cast<float>(m));
+    if (d[s] == 0.0f) continue;
+    const __m256 vd = _mm256_set1_ps(d[s]);
+    const __m256 vdm = _mm256_set1_ps(dm[s]);
     __m256i q[4];
     for (int k = 0; k < 4; ++k) {
       const __m256 v = _mm256_loadu_ps(x + kSub * s + 8 * k);
@@ -216,20 +208,11 @@ TERN_AVX2 void q4_k_requantize_avx2(const float* x, const BlockQ4K* y, const flo
 
 // Q4_K step 3 with 16 elements per instruction (the same operations as
 // q4_k_requantize_avx2, lane by lane).
-TERN_AVX512Q void q4_k_requantize_avx512(const float* x, const BlockQ4K* y, const float* iscales,
-                                         const float* biases, uint8_t* L) {
-  const float d_all = load_f16(y->d);
-  const float dmin_all = load_f16(y->dmin);
+TERN_AVX512Q void q4_k_requantize_avx512(const float* x, const float* d, const float* dm, uint8_t* L) {
   for (int s = 0; s < kNumSub; ++s) {
-    uint8_t sc, m;
-    q4_k_scale_min(s, y->scales, &sc, &m);
-    const float d = d_all * static_cast<float>(sc);
-    if (d == 0.0f) {  // the codes of the fit
-      q4_k_fit_codes(x + kSub * s, iscales[s], biases[s], L + kSub * s);
-      continue;
-    }
-    const __m512 vd = _mm512_set1_ps(d);
-    const __m512 vdm = _mm512_set1_ps(dmin_all * static_cast<float>(m));
+    if (d[s] == 0.0f) continue;
+    const __m512 vd = _mm512_set1_ps(d[s]);
+    const __m512 vdm = _mm512_set1_ps(dm[s]);
     for (int k = 0; k < 2; ++k) {
       const __m512 v = _mm512_div_ps(_mm512_add_ps(_mm512_loadu_ps(x + kSub * s + 16 * k), vdm), vd);
       // nearest_int: round half to even via 1.5 * 2^23, then clamp to [0, 15].
@@ -294,8 +277,7 @@ TERN_AVX2 void quantize_row_q8_0_avx2(const float* x, void* blocks, int64_t n) {
 namespace {
 
 using Q4KFit = void (*)(const float* x, float* scales, float* mins, float* iscales, float* biases);
-using Q4KRequantize = void (*)(const float* x, const BlockQ4K* y, const float* iscales, const float* biases,
-                               uint8_t* L);
+using Q4KRequantize = void (*)(const float* x, const float* d, const float* dm, uint8_t* L);
 
 // Q4_K rows: fits[r - 1] fits r registers of kPerRegister super-blocks at
 // once; runs of the largest group, then the tail with as few registers as
@@ -328,7 +310,12 @@ TERN_AVX2 void quantize_row_q4_k_simd(const float* x, void* blocks, int64_t n) {
       fits[registers - 1](src, scales, mins, iscales, biases);
       for (int k = 0; k < count; ++k) {
         q4_k_pack_scales(scales + kNumSub * k, mins + kNumSub * k, &y[b + k]);
-        requantize(x + kQK_K * k, &y[b + k], iscales + kNumSub * k, biases + kNumSub * k, L);
+        float d[kNumSub], dm[kNumSub];
+        q4_k_final_scales(&y[b + k], d, dm);
+        requantize(x + kQK_K * k, d, dm, L);
+        for (int s = 0; s < kNumSub; ++s)  // as ggml: a sub-block whose scale is 0 keeps the fit's codes
+          if (d[s] == 0.0f)
+            q4_k_fit_codes(x + kQK_K * k + kSub * s, iscales[kNumSub * k + s], biases[kNumSub * k + s], L + kSub * s);
         q4_k_pack_codes(L, &y[b + k]);
       }
     }
