@@ -161,8 +161,8 @@ void convert_rows(const uint8_t* in, TensorFormat from, uint8_t* out, TensorForm
       convert_elements(src, from, dst, to, static_cast<uint64_t>((end - begin) * row));
     } else {
       // Consecutive rows are consecutive blocks in and out, so several go
-      // through one call: the SIMD Q4_K quantizer fits 2 or 4 super-blocks at
-      // once and pads a shorter tail (a 512-wide row has 2).
+      // through one call: the AVX-512 Q4_K quantizer fits 8 super-blocks at
+      // once, fewer only at a row's tail (a 512-wide row has 2).
       thread_local std::vector<float> f32;
       const int64_t chunk = std::max<int64_t>(1, kConvertChunkElements / row);
       for (int64_t r = begin; r < end; r += chunk) {
