@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -28,6 +29,7 @@ struct TokenizeArgs {
   std::string batch_file;
   std::string decode_ids;
   std::string write_synthetic_dir;
+  SyntheticSpecials synthetic_specials = SyntheticSpecials::Qwen3;
 };
 
 fs::path resolve_tokenizer_json(const std::string& model) {
@@ -108,8 +110,8 @@ std::string json_text(const std::string& bytes) {
   return nlohmann::json(bytes).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
-void write_synthetic(const std::string& dir) {
-  SyntheticTokenizer synthetic = build_synthetic_tokenizer();
+void write_synthetic(const std::string& dir, SyntheticSpecials specials) {
+  SyntheticTokenizer synthetic = build_synthetic_tokenizer({.specials = specials});
   fs::create_directories(dir);
   write_file_atomic(fs::path(dir) / "tokenizer.json", synthetic.tokenizer_json);
   write_file_atomic(fs::path(dir) / "tokenizer_config.json", synthetic.tokenizer_config_json);
@@ -153,7 +155,7 @@ void run_batch(const Tokenizer& tokenizer, const std::string& file, const Encode
 
 void run(const TokenizeArgs& args) {
   if (!args.write_synthetic_dir.empty()) {
-    write_synthetic(args.write_synthetic_dir);
+    write_synthetic(args.write_synthetic_dir, args.synthetic_specials);
     return;
   }
   if (args.model.empty()) fail("tokenize: a model (tokenizer.json or model directory) is required");
@@ -213,6 +215,14 @@ void add_tokenize_command(CLI::App& app) {
          "--write-synthetic", args->write_synthetic_dir,
          "write the synthetic test tokenizer (tokenizer.json, tokenizer_config.json) to DIR")
       ->group("");  // hidden: for tests
+  const std::map<std::string, SyntheticSpecials> families = {
+      {"qwen3", SyntheticSpecials::Qwen3},   {"harmony", SyntheticSpecials::Harmony},
+      {"mistral", SyntheticSpecials::Mistral}, {"qwen2", SyntheticSpecials::Qwen2},
+      {"olmoe", SyntheticSpecials::Olmoe},   {"deepseek_v3", SyntheticSpecials::DeepseekV3}};
+  cmd->add_option("--synthetic-family", args->synthetic_specials,
+                  "with --write-synthetic: whose added tokens and layout (default qwen3)")
+      ->transform(CLI::CheckedTransformer(families, CLI::ignore_case))
+      ->group("");
   cmd->callback([args, text] {
     args->has_text = text->count() > 0;  // "" is valid text; a missing argument is not
     run(*args);

@@ -1,9 +1,11 @@
 """Tern's forward pass for the Llama-style MoE architectures (mixtral, olmoe,
-qwen2_moe) against
-the independent float64 NumPy reference (tools/reference/llama_moe.py, which
-shares no code with the engine), on synthetic models of several shapes per
-architecture: logits at every position within a stated tolerance, identical
-greedy continuations, and quantized installs that stay close.
+qwen2_moe) and DeepSeek-V3 against the independent float64 NumPy references
+(tools/reference/llama_moe.py, tools/reference/deepseek_v3.py, which share no
+code with the engine; deepseek_v3.py runs MLA the way transformers does,
+expanding every position's keys and values, where Tern attends in the latent
+space), on synthetic models of several shapes per architecture: logits at
+every position within a stated tolerance, identical greedy continuations,
+and quantized installs that stay close.
 
 Tolerance: Tern computes in F32 over the stored weights (exactly representable
 in float64), so the difference is F32 rounding: we require
@@ -24,7 +26,11 @@ except ImportError:
     sys.exit(0)
 
 sys.path.insert(0, os.path.join(SOURCE_DIR, "tools", "reference"))
-import llama_moe as reference  # noqa: E402
+import deepseek_v3  # noqa: E402
+import llama_moe  # noqa: E402
+
+# The reference of each architecture (llama_moe's otherwise).
+REFERENCES = {"deepseek_v3": deepseek_v3}
 
 REL_TOL = 1e-4
 
@@ -60,6 +66,29 @@ SHAPES = {
                                    "--experts", "6", "--top-k", "3", "--seed", "11"]),
         ("small-bf16", ["--preset", "small", "--seed", "2"]),
     ],
+    "deepseek_v3": [
+        # q through q_a/q_b, interleaved rope, YaRN x8 (its mscale_all_dim in the softmax scale)
+        ("tiny-bf16", ["--preset", "tiny", "--dtype", "bf16"]),
+        # a plain q_proj, attention biases, rotate-half rope, a YaRN attention factor != 1 on the
+        # rope dims (mscale != mscale_all_dim), weights not renormalised
+        ("tiny-f32-qproj-bias-halfrope-mscale", ["--preset", "tiny", "--dtype", "f32", "--set", "q_lora_rank=null",
+                                                 "--set", "attention_bias=true", "--set", "rope_interleave=false",
+                                                 "--set", "norm_topk_prob=false", "--set",
+                                                 'rope_scaling={"type": "yarn", "factor": 8, "mscale": 1.0, '
+                                                 '"mscale_all_dim": 0.707, "original_max_position_embeddings": 512, '
+                                                 '"beta_fast": 32, "beta_slow": 1}', "--seed", "5"]),
+        # Kimi-K2's routing (one group), no dense layer, no shared expert, no rope scaling, tied embeddings
+        ("f16-onegroup-noshared-nodense-tied", ["--preset", "tiny", "--dtype", "f16", "--set", "n_group=1",
+                                                "--set", "topk_group=1", "--set", "first_k_dense_replace=0",
+                                                "--set", "n_shared_experts=0", "--set", "rope_scaling=null",
+                                                "--tie-embeddings", "--top-k", "3", "--seed", "11"]),
+        # every group kept but one, two shared experts, a wider rope than nope
+        ("f32-two-shared-widerope", ["--preset", "tiny", "--dtype", "f32", "--set", "n_group=8",
+                                     "--set", "topk_group=7", "--set", "n_shared_experts=2",
+                                     "--set", "qk_rope_head_dim=24", "--set", "qk_nope_head_dim=8",
+                                     "--set", "kv_lora_rank=48", "--seed", "13"]),
+        ("small-bf16", ["--preset", "small", "--seed", "2"]),
+    ],
 }
 
 
@@ -86,7 +115,7 @@ class LlamaMoeVsReference(TernTestCase):
             for name, flags in shapes:
                 with self.subTest(arch=arch, shape=name):
                     hf, model = self.model(arch, name, flags)
-                    ref = reference.load_model(hf)
+                    ref = REFERENCES.get(arch, llama_moe).load_model(hf)
                     ids = prompt(ref.config.vocab_size, 24)
                     want = ref.forward(ids)
                     got = self.tern_logits(model, ids)
@@ -101,9 +130,9 @@ class LlamaMoeVsReference(TernTestCase):
             for name, flags in (shapes[0], shapes[1]):
                 with self.subTest(arch=arch, shape=name):
                     hf, model = self.model(arch, name, flags)
-                    ref = reference.load_model(hf)
+                    ref = REFERENCES.get(arch, llama_moe).load_model(hf)
                     ids = prompt(ref.config.vocab_size, 8, salt=1)
-                    want = reference.greedy(ref, ids, 24)
+                    want = REFERENCES.get(arch, llama_moe).greedy(ref, ids, 24)
                     out = json.loads(run("generate", model, "--tokens", ",".join(map(str, ids)), "-n", "24",
                                          "--greedy", "--ignore-eos", "--json").stdout)
                     self.assertEqual(out["tokens"], want, f"{arch} {name}")
@@ -112,12 +141,17 @@ class LlamaMoeVsReference(TernTestCase):
         # Q8_0 everywhere, and Q4_K experts with a Q8_0 trunk: over positions,
         # the mean of max |logit diff| stays within the bounds
         # test_quantized_engine.py states for qwen3_moe (3% and 15% of max |logit|).
+        # DeepSeek-V3's grouped routing is the exception, measured: a token whose
+        # group choice flips under quantization swaps up to 8 of its experts at
+        # once; on this prompt 5 of 16 positions flip in some layer with a Q8_0
+        # trunk (mean 0.073 with Q8_0 experts, 0.070 with Q4_K; the positions that
+        # do not flip stay at 0.015-0.04), so its Q8_0 bound is 10%.
         for arch, shapes in SHAPES.items():
             name, flags = shapes[-1]
-            for quant, bound in (("q8_0", 0.03), ("q4_k", 0.15)):
+            for quant, bound in (("q8_0", 0.10 if arch == "deepseek_v3" else 0.03), ("q4_k", 0.15)):
                 with self.subTest(arch=arch, quant=quant):
                     hf, model = self.model(arch, name, flags, "--expert-quant", quant, "--trunk-quant", "q8_0")
-                    ref = reference.load_model(hf)
+                    ref = REFERENCES.get(arch, llama_moe).load_model(hf)
                     ids = prompt(ref.config.vocab_size, 16, salt=2)
                     want = ref.forward(ids)
                     got = self.tern_logits(model, ids)

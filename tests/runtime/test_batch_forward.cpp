@@ -139,7 +139,7 @@ TEST_P(BatchForward, RejectsMisuse) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Architectures, BatchForward, ::testing::Values("qwen3_moe", "gpt_oss", "mixtral", "mixtral_window", "olmoe",
-                                                                      "qwen2_moe"));
+                                                                      "qwen2_moe", "deepseek_v3"));
 
 }  // namespace
 }  // namespace tern

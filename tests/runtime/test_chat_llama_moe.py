@@ -1,5 +1,6 @@
 """`tern chat` end to end on mixtral (Mistral's [INST], SentencePiece-style
-tokenizer), olmoe (Tulu's format) and qwen2_moe (Qwen2's ChatML) synthetic
+tokenizer), olmoe (Tulu's format) and qwen2_moe (Qwen2's ChatML) and deepseek_v3 (its
+<｜User｜>/<｜Assistant｜> format, byte-level BPE) synthetic
 models: the rendered prompt, the reply text up to the stop token, the next
 turn's prompt with the history, prefix reuse across turns, and a sampled
 run. Random weights write arbitrary tokens, so the shown text is checked with
@@ -26,6 +27,9 @@ CASES = [
      "<|im_start|>assistant\n",
      "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\none<|im_end|>\n"
      "<|im_start|>assistant\nHello there<|im_end|>\n<|im_start|>user\ntwo<|im_end|>\n<|im_start|>assistant\n"),
+    ("deepseek_v3", "Hello there<｜end▁of▁sentence｜>never shown",
+     "<｜begin▁of▁sentence｜><｜User｜>one<｜Assistant｜>",
+     "<｜begin▁of▁sentence｜><｜User｜>one<｜Assistant｜>Hello there<｜end▁of▁sentence｜><｜User｜>two<｜Assistant｜>"),
 ]
 
 

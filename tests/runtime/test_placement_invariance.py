@@ -19,7 +19,9 @@ ARCHS = [("qwen3_moe", ["--preset", "small", "--seed", "4"]),
          ("mixtral", ["--arch", "mixtral", "--preset", "small", "--sliding-window", "12", "--seed", "4"]),
          ("olmoe", ["--arch", "olmoe", "--preset", "tiny", "--set", "clip_qkv=1.5", "--seed", "4"]),
          ("qwen2_moe", ["--arch", "qwen2_moe", "--preset", "tiny", "--layers", "3", "--mlp-only-layers", "1",
-                        "--seed", "4"])]
+                        "--seed", "4"]),
+         # MLA over a latent KV cache, grouped sigmoid routing, an ungated shared expert, a dense first layer
+         ("deepseek_v3", ["--arch", "deepseek_v3", "--preset", "tiny", "--seed", "4"])]
 
 
 class PlacementInvariance(TernTestCase):

@@ -433,6 +433,63 @@ TEST(SyntheticTokenizer, HasQwen3LayoutAndSpecialTokens) {
   EXPECT_EQ(config["added_tokens_decoder"].size(), tok.added_tokens().size());
 }
 
+// DeepSeek-V3's layout: its sentence tokens at ids 0..2 in the vocabulary
+// too, its chat and tool tokens (normalized, mostly not special) after it, a
+// Sequence of Splits before ByteLevel, the real file's tokenizer_config.json
+// fields. That Tern and the JS reference agree on it: test_tokenizer_npm.py.
+TEST(SyntheticTokenizer, HasDeepseekV3Layout) {
+  SyntheticTokenizer synthetic = build_synthetic_tokenizer({.specials = SyntheticSpecials::DeepseekV3});
+  EXPECT_EQ(synthetic.tokenizer_json, build_synthetic_tokenizer({.specials = SyntheticSpecials::DeepseekV3}).tokenizer_json);
+  EXPECT_GE(synthetic.vocab_size, 1000);
+  EXPECT_LE(synthetic.vocab_size, 2000);
+  Tokenizer tok = Tokenizer::from_json_text(synthetic.tokenizer_json);
+  EXPECT_EQ(tok.vocab_size(), synthetic.vocab_size);
+  EXPECT_EQ(tok.token_id("<｜begin▁of▁sentence｜>"), 0);
+  EXPECT_EQ(tok.token_id("<｜end▁of▁sentence｜>"), 1);
+  EXPECT_EQ(tok.token_id("<｜▁pad▁｜>"), 2);
+  EXPECT_EQ(synthetic.eos_id, 1);
+  EXPECT_EQ(synthetic.pad_id, 1);
+  for (int32_t id : {0, 1, 2}) EXPECT_TRUE(tok.is_special(id)) << id;
+  EXPECT_EQ(tok.token_id("<｜tool▁sep｜>"), synthetic.vocab_size - 1);
+  EXPECT_EQ(tok.token_id("<｜fim▁hole｜>"), synthetic.vocab_size - 15);
+  EXPECT_TRUE(tok.is_special(tok.token_id("<|EOT|>")));
+  for (const char* added : {"<｜User｜>", "<｜Assistant｜>", "<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>",
+                            "<｜tool▁outputs▁end｜>"}) {
+    EXPECT_TRUE(tok.is_added(tok.token_id(added))) << added;
+    EXPECT_FALSE(tok.is_special(tok.token_id(added))) << added;
+  }
+  EXPECT_LT(tok.token_id("<think>"), 0);
+
+  json file = json::parse(synthetic.tokenizer_json);
+  EXPECT_EQ(file["model"]["vocab"]["<｜▁pad▁｜>"], 2);
+  EXPECT_EQ(file["model"]["vocab"].size(), static_cast<size_t>(synthetic.vocab_size - 15));
+  EXPECT_TRUE(file["model"]["merges"][0].is_string());
+  EXPECT_EQ(file["normalizer"], json({{"type", "Sequence"}, {"normalizers", json::array()}}));
+  const json& pre = file["pre_tokenizer"]["pretokenizers"];
+  ASSERT_EQ(pre.size(), 4u);
+  EXPECT_EQ(pre[0]["pattern"]["Regex"], "\\p{N}{1,3}");
+  EXPECT_EQ(pre[3]["type"], "ByteLevel");
+  EXPECT_EQ(file["decoder"]["add_prefix_space"], true);
+
+  json config = json::parse(synthetic.tokenizer_config_json);
+  EXPECT_EQ(config["bos_token"]["content"], "<｜begin▁of▁sentence｜>");
+  EXPECT_EQ(config["eos_token"]["content"], "<｜end▁of▁sentence｜>");
+  EXPECT_EQ(config["pad_token"]["content"], "<｜end▁of▁sentence｜>");
+  EXPECT_EQ(config["bos_token"]["__type"], "AddedToken");
+  EXPECT_EQ(config["tokenizer_class"], "LlamaTokenizerFast");
+  EXPECT_EQ(config["add_bos_token"], true);
+  EXPECT_NE(config["chat_template"].get<std::string>().find("<｜tool▁outputs▁begin｜>"), std::string::npos);
+
+  // Corpus-style text, numbers and CJK round-trip; the chat tokens are one id each.
+  for (const std::string text : {"The quick brown fox: 1234567 or 3.14159?", "你好，世界！こんにちは カタカナ",
+                                 "<｜begin▁of▁sentence｜><｜User｜>Hi<｜Assistant｜>Hello!<｜end▁of▁sentence｜>",
+                                 "  spaces\n\n\tand tabs\r\n"})
+    EXPECT_EQ(tok.decode(tok.encode(text)), text);
+  EXPECT_EQ(tok.encode("<｜User｜>Hi<｜Assistant｜>").front(), tok.token_id("<｜User｜>"));
+  EXPECT_EQ(tok.encode("<｜tool▁call▁begin｜>").size(), 1u);
+  EXPECT_LT(tok.encode("The quick brown fox jumps over the lazy dog.").size(), 44u * 6 / 10);
+}
+
 TEST(SyntheticTokenizer, RoundTripsVariedText) {
   Tokenizer tok = Tokenizer::from_json_text(build_synthetic_tokenizer().tokenizer_json);
   const std::vector<std::string> texts = {

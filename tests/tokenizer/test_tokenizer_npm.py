@@ -425,6 +425,43 @@ class TokenizerAgainstReferences(unittest.TestCase):
                 # and Tern count U+0085 as whitespace there, JavaScript's \s does not.
                 self.check_tokenizer(f"synthetic {arch}", Path(d), compared=lambda s: "\x85" not in s)
 
+    def test_synthetic_deepseek_v3_tokenizer_matches_js_implementation_and_the_real_layout(self):
+        with tempfile.TemporaryDirectory() as d:
+            r = subprocess.run([TERN, "tokenize", "--write-synthetic", d, "--synthetic-family", "deepseek_v3"],
+                               capture_output=True, text=True)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            ours = json.loads((Path(d) / "tokenizer.json").read_text(encoding="utf-8"))
+            real = json.loads((DEEPSEEK_V3 / "tokenizer.json").read_text(encoding="utf-8"))
+            # Everything but the learned vocabulary and the 800 unused placeholders is the real file's.
+            for key in ("version", "truncation", "padding", "normalizer", "pre_tokenizer", "post_processor",
+                        "decoder"):
+                self.assertEqual(ours[key], real[key], key)
+            self.assertEqual({k: v for k, v in ours["model"].items() if k not in ("vocab", "merges")},
+                             {k: v for k, v in real["model"].items() if k not in ("vocab", "merges")})
+            strip_id = lambda t: {k: v for k, v in t.items() if k != "id"}  # noqa: E731
+            real_added = [strip_id(t) for t in real["added_tokens"] if "place▁holder" not in t["content"]]
+            self.assertEqual([strip_id(t) for t in ours["added_tokens"]], real_added)
+            self.assertEqual([t["id"] for t in ours["added_tokens"][:3]], [0, 1, 2])
+            for t in ours["added_tokens"][:3]:
+                self.assertEqual(ours["model"]["vocab"][t["content"]], t["id"])
+            config = json.loads((Path(d) / "tokenizer_config.json").read_text(encoding="utf-8"))
+            real_config = json.loads((DEEPSEEK_V3 / "tokenizer_config.json").read_text(encoding="utf-8"))
+            self.assertEqual(config, real_config)  # chat template included
+            # The chat structure in text, as the template writes it, and its near misses.
+            extra = ["<｜begin▁of▁sentence｜>You are terse.<｜User｜>Hi<｜Assistant｜>Hello!<｜end▁of▁sentence｜>",
+                     "<｜Assistant｜><｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>f\n```json\n"
+                     "{\"a\": 1}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜><｜end▁of▁sentence｜>",
+                     "<｜tool▁outputs▁begin｜><｜tool▁output▁begin｜>20<｜tool▁output▁end｜>\n"
+                     "<｜tool▁output▁begin｜>x<｜tool▁output▁end｜><｜tool▁outputs▁end｜>",
+                     "<|EOT|>", " <｜User｜> ", "<｜User", "｜>", "<|User|>", "<｜▁pad▁｜>x", "12345 678"]
+            ids = self.check_tokenizer("synthetic deepseek-v3", Path(d), extra)
+            for s, got in zip(extra, ids[len(self.strings):]):
+                for token in ("<｜User｜>", "<｜Assistant｜>", "<｜tool▁call▁begin｜>", "<｜end▁of▁sentence｜>"):
+                    tid = next(t["id"] for t in ours["added_tokens"] if t["content"] == token)
+                    self.assertEqual(got.count(tid), s.count(token), f"{token} in {s!r}")
+            english = self.strings.index("The quick brown fox jumps over the lazy dog.")
+            self.assertLess(len(ids[english]), 0.6 * len(self.strings[english]))
+
     def test_synthetic_tokenizer_matches_js_implementation(self):
         with tempfile.TemporaryDirectory() as d:
             r = subprocess.run([TERN, "tokenize", "--write-synthetic", d], capture_output=True, text=True)

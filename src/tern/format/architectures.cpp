@@ -11,12 +11,13 @@ const ArchSpec& gpt_oss_arch();
 const ArchSpec& mixtral_arch();
 const ArchSpec& olmoe_arch();
 const ArchSpec& qwen2_moe_arch();
+const ArchSpec& deepseek_v3_arch();
 
 namespace {
 
 const std::vector<const ArchSpec*>& registry() {
   static const std::vector<const ArchSpec*> archs = {&qwen3_moe_arch(), &gpt_oss_arch(), &mixtral_arch(), &olmoe_arch(),
-                                                     &qwen2_moe_arch()};
+                                                     &qwen2_moe_arch(), &deepseek_v3_arch()};
   return archs;
 }
 

@@ -89,6 +89,33 @@ struct ModelConfig {
   // (up + 1) * gate * sigmoid(alpha * gate).
   double swiglu_limit = 0;
   double swiglu_alpha = 1.702;
+  // Whether the shared expert is gated per token by sigmoid(gate . x)
+  // (Qwen2-MoE); DeepSeek-V3's shared experts are added ungated.
+  bool shared_expert_gated = true;
+
+  // Router rule: "softmax" (softmax over the logits, then top-k; Qwen, OLMoE)
+  // or DeepSeek-V3's "sigmoid_grouped" (noaux_tc): sigmoid scores, selection
+  // by score + e_score_correction_bias among the topk_group best of n_group
+  // expert groups (a group's score: the sum of its two best), weights the
+  // chosen unbiased scores (renormalised when norm_topk_prob) times
+  // routed_scaling_factor.
+  std::string router_scoring = "softmax";
+  int64_t n_group = 1, topk_group = 1;
+  double routed_scaling_factor = 1.0;
+
+  // Multi-head latent attention (DeepSeek-V3): q through a low-rank
+  // projection (q_lora_rank; 0: a plain q_proj), keys and values from one
+  // compressed latent of kv_lora_rank floats per position plus a RoPE key of
+  // qk_rope_head_dim shared by all heads; per head qk_nope_head_dim +
+  // qk_rope_head_dim query/key dims (head_dim holds their sum) and
+  // v_head_dim value dims. The KV cache keeps only the latent and the rope key.
+  struct Mla {
+    int64_t q_lora_rank = 0;
+    int64_t kv_lora_rank = 0;  // > 0: the model attends through MLA
+    int64_t qk_nope_head_dim = 0, qk_rope_head_dim = 0, v_head_dim = 0;
+    bool rope_interleave = true;  // rope dims paired (2i, 2i + 1), as released
+    bool present() const { return kv_lora_rank > 0; }
+  } mla;
 
   nlohmann::json raw;  // the config.json as read
 

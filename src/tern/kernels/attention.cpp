@@ -24,6 +24,8 @@ void attention_decode(const float* q, const KVRing& kv, int64_t first_pos, int64
 
   const detail::DenseKernels& kernels = detail::active_dense_kernels();
   const int64_t head_dim = a.head_dim;
+  const int64_t value_dim = a.value_dim > 0 ? a.value_dim : head_dim;
+  if (value_dim > head_dim) fail("attention_decode: value_dim {} exceeds head_dim {}", value_dim, head_dim);
   const int64_t group = a.n_heads / a.n_kv_heads;
   const int64_t row = n_pos + 1;  // scores of one head, then its sink
   // The positions as at most two runs of consecutive slots, in position order.
@@ -61,12 +63,12 @@ void attention_decode(const float* q, const KVRing& kv, int64_t first_pos, int64
           softmax(s, n_pos);
         }
       }
-      float* o = out + h0 * head_dim;
-      std::memset(o, 0, static_cast<size_t>(n * head_dim) * sizeof(float));
+      float* o = out + h0 * value_dim;
+      std::memset(o, 0, static_cast<size_t>(n * value_dim) * sizeof(float));
       for (const Run& r : runs)
         if (r.count > 0)
           kernels.weighted_rows(scores + r.offset, row, n, kv.values + r.slot * kv.stride + kvh * head_dim,
-                                kv.stride, r.count, head_dim, o);
+                                kv.stride, r.count, value_dim, o);
       h0 = h1;
     }
   };

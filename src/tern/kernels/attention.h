@@ -35,6 +35,10 @@ struct AttentionHeads {
   int64_t head_dim = 0;
   float scale = 0;               // applied to q.k before the softmax
   const float* sinks = nullptr;  // [n_heads] logits, or null
+  // Floats of each value row that are summed (0: head_dim); out is then
+  // [n_heads, value_dim]. Multi-head latent attention's values are the first
+  // kv_lora_rank floats of its keys.
+  int64_t value_dim = 0;
 };
 
 // Floats of scratch attention_decode needs for n_pos positions (one score

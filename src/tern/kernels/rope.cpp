@@ -8,11 +8,7 @@
 
 namespace tern {
 
-namespace {
-
 double yarn_mscale(double factor, double mscale) { return factor <= 1 ? 1.0 : 0.1 * mscale * std::log(factor) + 1.0; }
-
-}  // namespace
 
 double rope_attention_factor(const RopeScaling& scaling) {
   if (scaling.kind != RopeScaling::Kind::Yarn) return 1.0;

@@ -42,6 +42,8 @@ struct RopeScaling {
 // 0.1 ln(factor) + 1, or mscale(factor, mscale) / mscale(factor, mscale_all_dim)
 // when both are set (DeepSeek); 1 for other kinds.
 double rope_attention_factor(const RopeScaling& scaling);
+// YaRN's mscale: 0.1 * mscale * ln(factor) + 1, or 1 when factor <= 1.
+double yarn_mscale(double factor, double mscale);
 
 // inv_freq[i] = 1 / theta^(2i / head_dim) for i < head_dim / 2, computed in
 // double (then scaled) and rounded to float. head_dim must be even and > 0.

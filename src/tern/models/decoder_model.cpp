@@ -91,7 +91,8 @@ void DecoderModel::forward_batch(std::span<const SequenceBatch> sequences, Forwa
     AttentionShape shape = shape_;
     shape.window = L.window;
     for (int64_t t = 0; t < n; ++t) rmsnorm(x + t * H, L.input_norm, H, eps, xn + t * H);
-    attention_forward(L.attn, shape, xn, rows_.slots, l, y, attn_scratch_, pool_);
+    if (L.mla.present()) mla_attention_forward(L.mla, mla_shape_, xn, rows_.slots, l, y, attn_scratch_, pool_);
+    else attention_forward(L.attn, shape, xn, rows_.slots, l, y, attn_scratch_, pool_);
     add(x, y, x, n * H);
     for (int64_t t = 0; t < n; ++t) rmsnorm(x + t * H, L.post_norm, H, eps, xn + t * H);
     if (L.moe.experts) {

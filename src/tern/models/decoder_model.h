@@ -1,7 +1,8 @@
 #pragma once
 // DecoderModel — the pre-norm decoder every supported architecture is:
 //   x += attention(rmsnorm(x))                  per layer: its AttentionWeights
-//                                               and sliding window (0: none)
+//                                               and sliding window (0: none),
+//                                               or multi-head latent attention
 //   x += moe(rmsnorm(x)) or mlp(rmsnorm(x))     routed experts (+ an optional
 //                                               gated shared expert), or a dense
 //                                               SwiGLU MLP
@@ -16,6 +17,7 @@
 
 #include "tern/models/attention_block.h"
 #include "tern/models/decoder.h"
+#include "tern/models/mla_attention.h"
 #include "tern/models/model.h"
 #include "tern/models/moe_block.h"
 #include "tern/models/trunk_weights.h"
@@ -26,6 +28,7 @@ struct DecoderLayer {
   const float* input_norm = nullptr;
   const float* post_norm = nullptr;
   AttentionWeights attn;
+  MlaWeights mla;            // present: the layer attends through MLA (mla_shape_), not attn
   int64_t window = 0;        // > 0: sliding-window attention over this many keys
   MoeLayerRef moe;           // experts null: a dense layer
   WeightView gate, up, down;  // the dense layer's SwiGLU MLP
@@ -74,6 +77,7 @@ class DecoderModel : public Model {
   TrunkWeights w_;
   std::vector<float> inv_freq_;
   AttentionShape shape_;
+  MlaShape mla_shape_;  // the MLA layers' shape
   ExpertFfn ffn_;
   std::vector<DecoderLayer> layers_;
 

@@ -4,7 +4,9 @@
 // reallocation mid-generation. A full-attention layer keeps every position
 // of the context; a sliding-window layer keeps only its window, as a ring
 // (position p in slot p % capacity). Per layer the width (kv_dim floats per
-// position) may differ.
+// position) may differ. A latent cache (multi-head latent attention) keeps
+// one vector per position whose first floats serve as its values too:
+// values() then points into the keys and nothing else is stored.
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -17,11 +19,15 @@ class KVCache {
  public:
   // Every layer keeps all max_positions positions of kv_dim floats.
   KVCache(int64_t layers, int64_t max_positions, int64_t kv_dim);
-  // Layer l keeps capacities[l] <= max_positions positions of kv_dims[l] floats.
-  KVCache(int64_t max_positions, std::vector<int64_t> capacities, std::vector<int64_t> kv_dims);
+  // Layer l keeps capacities[l] <= max_positions positions of kv_dims[l]
+  // floats (values_alias_keys: a latent cache, keys only).
+  KVCache(int64_t max_positions, std::vector<int64_t> capacities, std::vector<int64_t> kv_dims,
+          bool values_alias_keys = false);
 
   float* keys(int64_t layer, int64_t pos) { return &k_[index(layer, pos)]; }
-  float* values(int64_t layer, int64_t pos) { return &v_[index(layer, pos)]; }
+  float* values(int64_t layer, int64_t pos) { return values_alias_keys_ ? keys(layer, pos) : &v_[index(layer, pos)]; }
+  // Whether values() are the keys (a latent cache, nothing stored twice).
+  bool values_alias_keys() const { return values_alias_keys_; }
   // The layer's ring for attention_decode.
   KVRing ring(int64_t layer) const;
 
@@ -29,7 +35,7 @@ class KVCache {
   int64_t capacity(int64_t layer) const { return capacity_[static_cast<size_t>(layer)]; }
   int64_t kv_dim(int64_t layer) const { return kv_dim_[static_cast<size_t>(layer)]; }
   int64_t layers() const { return static_cast<int64_t>(capacity_.size()); }
-  uint64_t bytes() const { return 2 * k_.size() * sizeof(float); }
+  uint64_t bytes() const { return (k_.size() + v_.size()) * sizeof(float); }
 
   // Whether some layer keeps fewer positions than the context (a ring):
   // stepping back then needs a snapshot of the rings (below).
@@ -52,6 +58,7 @@ class KVCache {
   int64_t max_positions_;
   std::vector<int64_t> capacity_, kv_dim_;
   std::vector<size_t> offset_;
+  bool values_alias_keys_ = false;
   std::vector<float> k_, v_;
 };
 

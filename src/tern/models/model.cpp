@@ -13,6 +13,7 @@ std::unique_ptr<Model> make_gpt_oss(const TernModel&, ExpertCache&, ThreadPool*,
 std::unique_ptr<Model> make_mixtral(const TernModel&, ExpertCache&, ThreadPool*, const ModelOptions&);
 std::unique_ptr<Model> make_olmoe(const TernModel&, ExpertCache&, ThreadPool*, const ModelOptions&);
 std::unique_ptr<Model> make_qwen2_moe(const TernModel&, ExpertCache&, ThreadPool*, const ModelOptions&);
+std::unique_ptr<Model> make_deepseek_v3(const TernModel&, ExpertCache&, ThreadPool*, const ModelOptions&);
 
 void Model::forward(std::span<const int32_t> tokens, int64_t start, KVCache& kv, float* logits, bool all_positions,
                     ForwardTrace* trace) {
@@ -22,11 +23,13 @@ void Model::forward(std::span<const int32_t> tokens, int64_t start, KVCache& kv,
 
 namespace {
 
-// Per layer: positions kept (a sliding layer keeps its window) and floats per position.
+// Per layer: positions kept (a sliding layer keeps its window) and floats
+// per position. Multi-head latent attention keeps one latent + rope key per
+// position, which serves as its values too.
 void kv_layout(const ModelConfig& c, int64_t max_positions, std::vector<int64_t>& capacity, std::vector<int64_t>& width) {
   for (int64_t l = 0; l < c.num_layers; ++l) {
     capacity.push_back(c.layer_is_sliding(l) ? std::min(max_positions, c.sliding_window) : max_positions);
-    width.push_back(c.num_kv_heads * c.head_dim);
+    width.push_back(c.mla.present() ? c.mla.kv_lora_rank + c.mla.qk_rope_head_dim : c.num_kv_heads * c.head_dim);
   }
 }
 
@@ -35,7 +38,7 @@ void kv_layout(const ModelConfig& c, int64_t max_positions, std::vector<int64_t>
 KVCache Model::make_kv_cache(int64_t max_positions) const {
   std::vector<int64_t> capacity, width;
   kv_layout(config(), max_positions, capacity, width);
-  return KVCache(max_positions, std::move(capacity), std::move(width));
+  return KVCache(max_positions, std::move(capacity), std::move(width), config().mla.present());
 }
 
 uint64_t kv_cache_bytes(const ModelConfig& config, int64_t max_positions) {
@@ -43,7 +46,7 @@ uint64_t kv_cache_bytes(const ModelConfig& config, int64_t max_positions) {
   kv_layout(config, max_positions, capacity, width);
   uint64_t floats = 0;
   for (size_t l = 0; l < capacity.size(); ++l) floats += static_cast<uint64_t>(capacity[l] * width[l]);
-  return 2 * floats * sizeof(float);
+  return (config.mla.present() ? 1 : 2) * floats * sizeof(float);
 }
 
 std::unique_ptr<Model> load_model(const TernModel& model, ExpertCache& cache, ThreadPool* pool,
@@ -54,6 +57,7 @@ std::unique_ptr<Model> load_model(const TernModel& model, ExpertCache& cache, Th
   if (arch == "mixtral") return make_mixtral(model, cache, pool, options);
   if (arch == "olmoe") return make_olmoe(model, cache, pool, options);
   if (arch == "qwen2_moe") return make_qwen2_moe(model, cache, pool, options);
+  if (arch == "deepseek_v3") return make_deepseek_v3(model, cache, pool, options);
   fail("architecture '{}' is recognised but has no forward pass yet", arch);
 }
 

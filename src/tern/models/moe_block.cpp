@@ -14,18 +14,69 @@ namespace {
 enum Slot { kLogits = 0, kProbs, kGate, kUp, kAct, kIn, kDown, kOut, kPredict, kNormed, kShared, kSharedGate };
 }
 
+namespace {
+
+// Keeps the topk_group best of n_group equal groups of `choice` (a group's
+// score: the sum of its two best; ties go to the lower group) and sets the
+// other groups' scores to 0, as transformers' masked_fill does.
+void select_expert_groups(float* choice, int64_t E, int64_t n_group, int64_t topk_group, float* group_score,
+                          int32_t* group_order) {
+  const int64_t size = E / n_group;
+  for (int64_t g = 0; g < n_group; ++g) {
+    const float* c = choice + g * size;
+    float best = -INFINITY, second = -INFINITY;
+    for (int64_t i = 0; i < size; ++i) {
+      if (c[i] > best) {
+        second = best;
+        best = c[i];
+      } else if (c[i] > second) {
+        second = c[i];
+      }
+    }
+    group_score[g] = best + second;
+    group_order[g] = static_cast<int32_t>(g);
+  }
+  std::partial_sort(group_order, group_order + topk_group, group_order + n_group, [&](int32_t a, int32_t b) {
+    return group_score[a] > group_score[b] || (group_score[a] == group_score[b] && a < b);
+  });
+  std::sort(group_order, group_order + topk_group);
+  for (int64_t g = 0, kept = 0; g < n_group; ++g) {
+    if (kept < topk_group && group_order[kept] == g) {
+      ++kept;
+      continue;
+    }
+    std::fill(choice + g * size, choice + (g + 1) * size, 0.0f);
+  }
+}
+
+}  // namespace
+
 Routing route_tokens(const float* logits, int64_t n, const RouterConfig& cfg, float* probs) {
   const int64_t E = cfg.num_experts, K = cfg.top_k;
   Routing r;
   r.experts.resize(static_cast<size_t>(n * K));
   r.weights.resize(static_cast<size_t>(n * K));
   std::vector<int32_t> order(static_cast<size_t>(E));
+  const bool grouped = cfg.scoring == RouterScoring::SigmoidGrouped;
+  std::vector<float> choice(grouped ? static_cast<size_t>(E) : 0);
+  std::vector<float> group_score(grouped ? static_cast<size_t>(cfg.n_group) : 0);
+  std::vector<int32_t> group_order(group_score.size());
   for (int64_t t = 0; t < n; ++t) {
     std::copy(logits + t * E, logits + (t + 1) * E, probs);
     if (cfg.scoring == RouterScoring::SoftmaxThenTopK) softmax(probs, E);
+    // What the top-k ranks: the probabilities, or DeepSeek's choice scores.
+    const float* rank = probs;
+    if (grouped) {
+      for (int64_t e = 0; e < E; ++e) {
+        probs[e] = 1.0f / (1.0f + std::exp(-probs[e]));
+        choice[static_cast<size_t>(e)] = probs[e] + (cfg.selection_bias ? cfg.selection_bias[e] : 0.0f);
+      }
+      select_expert_groups(choice.data(), E, cfg.n_group, cfg.topk_group, group_score.data(), group_order.data());
+      rank = choice.data();
+    }
     for (int64_t e = 0; e < E; ++e) order[static_cast<size_t>(e)] = static_cast<int32_t>(e);
     std::partial_sort(order.begin(), order.begin() + K, order.end(), [&](int32_t a, int32_t b) {
-      return probs[a] > probs[b] || (probs[a] == probs[b] && a < b);
+      return rank[a] > rank[b] || (rank[a] == rank[b] && a < b);
     });
     int32_t* experts = &r.experts[static_cast<size_t>(t * K)];
     float* weights = &r.weights[static_cast<size_t>(t * K)];
@@ -36,10 +87,12 @@ Routing route_tokens(const float* logits, int64_t n, const RouterConfig& cfg, fl
     if (cfg.scoring == RouterScoring::TopKThenSoftmax) {
       softmax(weights, K);
     } else if (cfg.norm_topk_prob) {
-      float sum = 0;
+      float sum = grouped ? 1e-20f : 0.0f;
       for (int64_t j = 0; j < K; ++j) sum += weights[j];
       for (int64_t j = 0; j < K; ++j) weights[j] /= sum;
     }
+    if (grouped)
+      for (int64_t j = 0; j < K; ++j) weights[j] *= cfg.scaling;
   }
   return r;
 }
@@ -227,9 +280,11 @@ void moe_forward(const MoeLayerRef& ref, ExpertCache& cache, const float* x, int
   if (ref.shared.present()) {
     shared = scratch.get(kShared, n * hidden);
     swiglu_mlp(ref.shared.gate, ref.shared.up, ref.shared.down, x, n, shared, scratch, pool);
-    float* g = scratch.get(kSharedGate, n);
-    matmul(ref.shared.gate_logit, x, n, g, pool);
-    for (int64_t t = 0; t < n; ++t) scale(shared + t * hidden, 1.0f / (1.0f + std::exp(-g[t])), hidden);
+    if (ref.shared.gate_logit.data) {
+      float* g = scratch.get(kSharedGate, n);
+      matmul(ref.shared.gate_logit, x, n, g, pool);
+      for (int64_t t = 0; t < n; ++t) scale(shared + t * hidden, 1.0f / (1.0f + std::exp(-g[t])), hidden);
+    }
   }
 
   float* y_all = scratch.get(kOut, rows * hidden);

@@ -22,6 +22,13 @@ class ThreadPool;
 enum class RouterScoring {
   SoftmaxThenTopK,  // softmax over all experts, top-k, optionally renormalised (Qwen3)
   TopKThenSoftmax,  // top-k of the logits, softmax over those k (gpt_oss, Mixtral)
+  // DeepSeek-V3's noaux_tc: scores s = sigmoid(logits); experts are chosen by
+  // s + selection_bias, only among the topk_group of n_group equal groups
+  // with the best group score (the sum of a group's two best), the others'
+  // choice scores set to 0 as transformers masks them; the weights are the
+  // chosen experts' s, divided by their sum (+1e-20) when norm_topk_prob,
+  // times scaling.
+  SigmoidGrouped,
 };
 
 struct RouterConfig {
@@ -30,6 +37,10 @@ struct RouterConfig {
   bool norm_topk_prob = true;  // SoftmaxThenTopK: divide the k weights by their sum
   RouterScoring scoring = RouterScoring::SoftmaxThenTopK;
   const float* bias = nullptr;  // [num_experts] added to the logits (gpt_oss), or null
+  // SigmoidGrouped only:
+  const float* selection_bias = nullptr;  // [num_experts] e_score_correction_bias, or null
+  int64_t n_group = 1, topk_group = 1;
+  float scaling = 1.0f;  // routed_scaling_factor
 };
 
 // The routed experts' FFN: SwiGLU down(silu(gate x) * up x), or with
@@ -68,11 +79,12 @@ struct Predictions {
   std::vector<int64_t> width;
 };
 
-// A resident expert every token goes through beside the routed ones
-// (Qwen2-MoE): out += sigmoid(gate . x) * down(silu(gate_proj x) * up_proj x).
+// A resident expert every token goes through beside the routed ones:
+// out += sigmoid(gate . x) * down(silu(gate_proj x) * up_proj x) (Qwen2-MoE),
+// or ungated (DeepSeek-V3's shared experts, one MLP of their summed width).
 struct SharedExpert {
   WeightView gate, up, down;
-  WeightView gate_logit;  // [1, hidden]: the per-token sigmoid gate's weights
+  WeightView gate_logit;  // [1, hidden]: the per-token sigmoid gate's weights; null: ungated
   bool present() const { return gate.data != nullptr; }
 };
 

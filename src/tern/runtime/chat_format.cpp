@@ -2,6 +2,7 @@
 
 #include "tern/core/error.h"
 #include "tern/runtime/chat_template.h"
+#include "tern/runtime/deepseek_chat.h"
 #include "tern/runtime/harmony.h"
 #include "tern/runtime/plain_chat.h"
 #include "tern/tokenizer/tokenizer.h"
@@ -21,6 +22,7 @@ std::unique_ptr<ChatFormat> make_chat_format(std::string_view architecture, cons
                               architecture == "qwen2_moe" ? ChatmlFlavor::Qwen2 : ChatmlFlavor::Qwen3);
   if (architecture == "mixtral") return make_mistral_format(tokenizer, model_stops);
   if (architecture == "olmoe") return make_tulu_format(tokenizer, model_stops);
+  if (architecture == "deepseek_v3") return make_deepseek_v3_format(tokenizer, model_stops);
   fail("no chat format for architecture '{}': its tokenizer has neither ChatML (<|im_start|>, <|im_end|>) nor "
        "harmony (<|start|>, <|channel|>, <|message|>) tokens; use `tern generate` for raw completion",
        architecture);

@@ -2,10 +2,10 @@
 // Chat formats: how a conversation becomes a model's prompt text, which
 // tokens end a reply, and how a reply's generated tokens turn back into
 // reasoning, answer text and tool calls. One implementation per model family:
-// Qwen3 ChatML (chat_template.h), OpenAI harmony for gpt-oss (harmony.h) and
-// Mistral's [INST] for Mixtral and Tulu's for OLMoE (plain_chat.h). make_chat_format() picks the
-// model's. DeepSeek and Gemma would be further implementations of the same
-// two classes.
+// Qwen3 ChatML (chat_template.h), OpenAI harmony for gpt-oss (harmony.h),
+// Mistral's [INST] for Mixtral and Tulu's for OLMoE (plain_chat.h) and
+// DeepSeek-V3's (deepseek_chat.h). make_chat_format() picks the model's.
+// Gemma would be a further implementation of the same two classes.
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -96,7 +96,7 @@ class ChatOutputParser {
 class ChatFormat {
  public:
   virtual ~ChatFormat() = default;
-  // "qwen3-chatml", "qwen2-chatml", "harmony", "mistral-instruct" or "tulu".
+  // "qwen3-chatml", "qwen2-chatml", "harmony", "mistral-instruct", "tulu" or "deepseek-v3".
   virtual std::string_view name() const = 0;
   // The prompt text of a conversation, special tokens spelled out: encode it
   // with special tokens allowed, as Hugging Face's apply_chat_template +
@@ -113,7 +113,8 @@ class ChatFormat {
 // The chat format of a model: harmony for gpt_oss (or any tokenizer with
 // harmony's <|start|>/<|channel|>/<|message|> and no ChatML tokens), Qwen3
 // ChatML for a tokenizer with <|im_start|>/<|im_end|> (Qwen2's flavour for
-// qwen2_moe), Mistral's [INST] for mixtral, Tulu's for olmoe; otherwise an error.
+// qwen2_moe), Mistral's [INST] for mixtral, Tulu's for olmoe, DeepSeek-V3's
+// for deepseek_v3; otherwise an error.
 // `model_stops` are the model's configured end-of-sequence ids
 // (Engine::stop_tokens()); the format adds its own and removes ids that are
 // structure, not stops (harmony's <|end|>). The tokenizer must outlive the format.

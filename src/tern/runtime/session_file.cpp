@@ -4,7 +4,8 @@
 //   i32 token ids
 //   per layer: u64 capacity, u64 kv_dim
 //   per layer: keys then values of the positions in use (a full layer:
-//     tokens x kv_dim floats; a ring layer: its whole ring)
+//     tokens x kv_dim floats; a ring layer: its whole ring; a latent cache,
+//     whose values are its keys: keys only)
 //   u64 checkpoints; each: u64 position, then the ring layers' keys and values
 //   u64 xxh3-64 of every byte before it
 // Little-endian, as the machine that wrote it (the fingerprint ties a file
@@ -106,7 +107,7 @@ void Session::save(const std::filesystem::path& path, uint64_t fingerprint) cons
     const auto n = static_cast<int64_t>(tokens_.size());
     for (int64_t l = 0; l < kv_.layers(); ++l) {
       w.bytes(kv.keys(l, 0), used_floats(kv_, l, n) * sizeof(float));
-      w.bytes(kv.values(l, 0), used_floats(kv_, l, n) * sizeof(float));
+      if (!kv_.values_alias_keys()) w.bytes(kv.values(l, 0), used_floats(kv_, l, n) * sizeof(float));
     }
     w.u64(checkpoints_.size());
     for (const auto& c : checkpoints_) {
@@ -148,7 +149,7 @@ void Session::load(const std::filesystem::path& path, uint64_t fingerprint) {
     for (int64_t l = 0; l < kv_.layers(); ++l) {
       const size_t floats = used_floats(kv_, l, static_cast<int64_t>(n));
       r.bytes(kv_.keys(l, 0), floats * sizeof(float));
-      r.bytes(kv_.values(l, 0), floats * sizeof(float));
+      if (!kv_.values_alias_keys()) r.bytes(kv_.values(l, 0), floats * sizeof(float));
     }
     const uint64_t checkpoints = r.u64();
     if (checkpoints > kMaxCheckpoints) fail("{}: {} checkpoints (at most {})", r.what(), checkpoints, kMaxCheckpoints);

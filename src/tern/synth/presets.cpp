@@ -132,6 +132,61 @@ json olmoe_base() {
           {"vocab_size", 50304}};
 }
 
+// DeepSeek-V3's config.json as released, less its quantization_config (the
+// release is FP8, which Tern refuses: synth writes the BF16 conversion users
+// run) and auto_map.
+json deepseek_v3_base() {
+  return {{"architectures", {"DeepseekV3ForCausalLM"}},
+          {"attention_bias", false},
+          {"attention_dropout", 0.0},
+          {"aux_loss_alpha", 0.001},
+          {"ep_size", 1},
+          {"first_k_dense_replace", 3},
+          {"hidden_act", "silu"},
+          {"hidden_size", 7168},
+          {"initializer_range", 0.02},
+          {"intermediate_size", 18432},
+          {"kv_lora_rank", 512},
+          {"max_position_embeddings", 163840},
+          {"model_type", "deepseek_v3"},
+          {"moe_intermediate_size", 2048},
+          {"moe_layer_freq", 1},
+          {"n_group", 8},
+          {"n_routed_experts", 256},
+          {"n_shared_experts", 1},
+          {"norm_topk_prob", true},
+          {"num_attention_heads", 128},
+          {"num_experts_per_tok", 8},
+          {"num_hidden_layers", 61},
+          {"num_key_value_heads", 128},
+          {"num_nextn_predict_layers", 1},
+          {"pretraining_tp", 1},
+          {"q_lora_rank", 1536},
+          {"qk_nope_head_dim", 128},
+          {"qk_rope_head_dim", 64},
+          {"rms_norm_eps", 1e-06},
+          {"rope_scaling",
+           {{"beta_fast", 32},
+            {"beta_slow", 1},
+            {"factor", 40},
+            {"mscale", 1.0},
+            {"mscale_all_dim", 1.0},
+            {"original_max_position_embeddings", 4096},
+            {"type", "yarn"}}},
+          {"rope_theta", 10000},
+          {"routed_scaling_factor", 2.5},
+          {"scoring_func", "sigmoid"},
+          {"seq_aux", true},
+          {"tie_word_embeddings", false},
+          {"topk_group", 4},
+          {"topk_method", "noaux_tc"},
+          {"torch_dtype", "bfloat16"},
+          {"transformers_version", "4.33.1"},
+          {"use_cache", true},
+          {"v_head_dim", 128},
+          {"vocab_size", 129280}};
+}
+
 // Qwen1.5-MoE-A2.7B's config.json as released.
 json qwen2_moe_base() {
   return {{"architectures", {"Qwen2MoeForCausalLM"}},
@@ -327,6 +382,79 @@ const std::vector<SynthPreset>& all_synth_presets() {
                                {"max_position_embeddings", 131072},
                                {"max_window_layers", 28},
                                {"sliding_window", 131072}})},
+      {"deepseek_v3", "tiny",
+       "3 layers (1 dense), MLA (q rank 32, kv rank 32, 4 heads), 16 experts in 4 groups top-4 + a shared "
+       "expert, hidden 64, YaRN x8 (unit tests)",
+       [] {
+         json c = with(deepseek_v3_base(), {{"hidden_size", 64},
+                                            {"num_hidden_layers", 3},
+                                            {"first_k_dense_replace", 1},
+                                            {"num_attention_heads", 4},
+                                            {"num_key_value_heads", 4},
+                                            {"q_lora_rank", 32},
+                                            {"kv_lora_rank", 32},
+                                            {"qk_nope_head_dim", 16},
+                                            {"qk_rope_head_dim", 8},
+                                            {"v_head_dim", 16},
+                                            {"intermediate_size", 128},
+                                            {"moe_intermediate_size", 32},
+                                            {"n_routed_experts", 16},
+                                            {"n_group", 4},
+                                            {"topk_group", 2},
+                                            {"num_experts_per_tok", 4},
+                                            {"max_position_embeddings", 4096}});
+         c["rope_scaling"]["factor"] = 8;
+         c["rope_scaling"]["original_max_position_embeddings"] = 512;
+         c.erase("vocab_size");  // follows the tokenizer
+         return c;
+       }()},
+      {"deepseek_v3", "small",
+       "4 layers (1 dense), MLA (q rank 96, kv rank 64, 8 heads), 32 experts in 4 groups top-6 + a shared "
+       "expert, hidden 256 (~60 MiB in BF16)",
+       [] {
+         json c = with(deepseek_v3_base(), {{"hidden_size", 256},
+                                            {"num_hidden_layers", 4},
+                                            {"first_k_dense_replace", 1},
+                                            {"num_attention_heads", 8},
+                                            {"num_key_value_heads", 8},
+                                            {"q_lora_rank", 96},
+                                            {"kv_lora_rank", 64},
+                                            {"qk_nope_head_dim", 32},
+                                            {"qk_rope_head_dim", 16},
+                                            {"v_head_dim", 32},
+                                            {"intermediate_size", 512},
+                                            {"moe_intermediate_size", 256},
+                                            {"n_routed_experts", 32},
+                                            {"n_group", 4},
+                                            {"topk_group", 2},
+                                            {"num_experts_per_tok", 6},
+                                            {"max_position_embeddings", 8192}});
+         c["rope_scaling"]["factor"] = 8;
+         c["rope_scaling"]["original_max_position_embeddings"] = 1024;
+         c.erase("vocab_size");
+         return c;
+       }()},
+      {"deepseek_v3", "deepseek-v3", "the real DeepSeek-V3/R1 shapes (~1.25 TiB in BF16)", deepseek_v3_base()},
+      // Kimi-K2's text shapes (its tiktoken tokenizer is not one Tern reads yet).
+      {"deepseek_v3", "kimi-k2", "the real Kimi-K2 shapes (~1.9 TiB in BF16)",
+       with(deepseek_v3_base(), {{"first_k_dense_replace", 1},
+                                 {"num_attention_heads", 64},
+                                 {"num_key_value_heads", 64},
+                                 {"n_routed_experts", 384},
+                                 {"n_group", 1},
+                                 {"topk_group", 1},
+                                 {"routed_scaling_factor", 2.827},
+                                 {"rope_theta", 50000.0},
+                                 {"max_position_embeddings", 131072},
+                                 {"rope_scaling",
+                                  {{"beta_fast", 1.0},
+                                   {"beta_slow", 1.0},
+                                   {"factor", 32.0},
+                                   {"mscale", 1.0},
+                                   {"mscale_all_dim", 1.0},
+                                   {"original_max_position_embeddings", 4096},
+                                   {"type", "yarn"}}},
+                                 {"vocab_size", 163840}})},
       {"gpt_oss", "gpt-oss-20b", "the real gpt-oss-20b shapes (~12.8 GiB as released: MXFP4 experts, BF16 trunk)",
        gpt_oss_base()},
       {"gpt_oss", "gpt-oss-120b", "the real gpt-oss-120b shapes (~60.8 GiB as released: MXFP4 experts, BF16 trunk)",
@@ -381,7 +509,18 @@ const SynthFamily& find_synth_family(const std::string& architecture) {
       "<|endoftext|>",
       {{"transformers_version", "4.40.0.dev0"}},
       {}};
+  // DeepSeek-V3: byte-level BPE with <｜begin▁of▁sentence｜> (0) and
+  // <｜end▁of▁sentence｜> (1); its generation_config names no pad.
+  static const SynthFamily deepseek_v3{
+      SyntheticSpecials::DeepseekV3,
+      {{"bos_token_id", "<｜begin▁of▁sentence｜>"}, {"eos_token_id", "<｜end▁of▁sentence｜>"}},
+      {"<｜end▁of▁sentence｜>"},
+      "<｜begin▁of▁sentence｜>",
+      "",
+      {{"do_sample", true}, {"temperature", 0.3}, {"top_p", 0.95}, {"transformers_version", "4.46.3"}},
+      {{"num_experts", {"n_routed_experts"}}}};
   if (architecture == "gpt_oss") return gpt_oss;
+  if (architecture == "deepseek_v3") return deepseek_v3;
   if (architecture == "olmoe") return olmoe;
   if (architecture == "qwen2_moe") return qwen2_moe;
   if (architecture == "mixtral") return mixtral;

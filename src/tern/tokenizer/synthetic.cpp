@@ -7,6 +7,7 @@
 
 #include "tern/core/error.h"
 #include "tern/tokenizer/bpe_trainer.h"
+#include "tern/tokenizer/deepseek_v3_chat_template.h"
 #include "tern/tokenizer/mixtral_chat_template.h"
 #include "tern/tokenizer/pre_tokenizer.h"
 #include "tern/tokenizer/qwen3_chat_template.h"
@@ -189,10 +190,122 @@ SyntheticTokenizer build_mistral_tokenizer(const SyntheticTokenizerOptions& opti
   out.pad_id = -1;  // Mixtral has no pad token (pad_token null)
   return out;
 }
+
+// DeepSeek-V3's three Split patterns, in the order of its pre-tokenizer
+// Sequence: digit runs, CJK ideograph / hiragana / katakana runs, words.
+constexpr std::string_view kDeepseekV3Patterns[] = {
+    "\\p{N}{1,3}",
+    "[\u4e00-\u9fa5\u3040-\u309f\u30a0-\u30ff]+",
+    "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+| "
+    "?[\\p{P}\\p{S}]+[\r\n]*|\\s*[\r\n]+|\\s+(?!\\S)|\\s+",
+};
+// Its sentence tokens, ids 0..2 (special, not normalized).
+constexpr std::string_view kDeepseekV3SentenceTokens[] = {"<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>",
+                                                          "<｜▁pad▁｜>"};
+// Its tokens after the placeholders (ids 128800..128814), normalized; only <|EOT|> special.
+constexpr QwenAddedToken kDeepseekV3ChatTokens[] = {
+    {"<｜fim▁hole｜>", false},         {"<｜fim▁begin｜>", false},         {"<｜fim▁end｜>", false},
+    {"<｜User｜>", false},             {"<｜Assistant｜>", false},         {"<|EOT|>", true},
+    {"<｜tool▁calls▁begin｜>", false}, {"<｜tool▁calls▁end｜>", false},   {"<｜tool▁call▁begin｜>", false},
+    {"<｜tool▁call▁end｜>", false},    {"<｜tool▁outputs▁begin｜>", false}, {"<｜tool▁outputs▁end｜>", false},
+    {"<｜tool▁output▁begin｜>", false}, {"<｜tool▁output▁end｜>", false},  {"<｜tool▁sep｜>", false},
+};
+
+// tokenizer_config.json's form of a token: {"__type": "AddedToken", ...}.
+ordered_json legacy_added_token(std::string_view content) {
+  return {{"__type", "AddedToken"}, {"content", content}, {"lstrip", false},
+          {"normalized", true},     {"rstrip", false},    {"single_word", false}};
+}
+
+// DeepSeek-V3's tokenizer.json layout.
+SyntheticTokenizer build_deepseek_v3_tokenizer(const SyntheticTokenizerOptions& options) {
+  ordered_json splits = ordered_json::array();
+  for (std::string_view pattern : kDeepseekV3Patterns)
+    splits.push_back(
+        {{"type", "Split"}, {"pattern", {{"Regex", pattern}}}, {"behavior", "Isolated"}, {"invert", false}});
+  ordered_json level = byte_level(false);
+  level["trim_offsets"] = true;
+  splits.push_back(level);
+  const ordered_json pre = {{"type", "Sequence"}, {"pretokenizers", splits}};
+  BpeVocabulary bpe = train_byte_level_bpe(kSyntheticTokenizerCorpus, PreTokenizer::from_json(pre), options.merges);
+
+  ordered_json vocab = ordered_json::object();
+  ordered_json added = ordered_json::array();
+  int32_t id = 0;
+  auto add = [&](const QwenAddedToken& t, bool normalized) {
+    ordered_json entry = {{"id", id}};
+    entry.update(added_token_fields(t));
+    entry["normalized"] = normalized;
+    added.push_back(entry);
+  };
+  for (std::string_view sentence : kDeepseekV3SentenceTokens) {
+    vocab[std::string(sentence)] = id;
+    add({sentence, true}, false);
+    ++id;
+  }
+  for (const std::string& token : bpe.tokens) {
+    if (vocab.contains(token)) fail("synthetic DeepSeek-V3 tokenizer: learned token \"{}\" is already in the vocab", token);
+    vocab[token] = id++;
+  }
+  for (const QwenAddedToken& t : kDeepseekV3ChatTokens) {
+    add(t, true);
+    ++id;
+  }
+  ordered_json merges = ordered_json::array();
+  for (const auto& [a, b] : bpe.merges) merges.push_back(a + " " + b);
+
+  ordered_json prefix_level = {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", false},
+                               {"use_regex", true}};
+  ordered_json decoder = prefix_level;
+  decoder["trim_offsets"] = true;
+  ordered_json tokenizer = {
+      {"version", "1.0"},
+      {"truncation", nullptr},
+      {"padding", nullptr},
+      {"added_tokens", added},
+      {"normalizer", {{"type", "Sequence"}, {"normalizers", ordered_json::array()}}},
+      {"pre_tokenizer", pre},
+      {"post_processor", prefix_level},
+      {"decoder", decoder},
+      {"model",
+       {{"type", "BPE"},
+        {"dropout", nullptr},
+        {"unk_token", nullptr},
+        {"continuing_subword_prefix", nullptr},
+        {"end_of_word_suffix", nullptr},
+        {"fuse_unk", false},
+        {"byte_fallback", false},
+        {"vocab", vocab},
+        {"merges", merges}}},
+  };
+  // The real file's fields in its order (no added_tokens_decoder).
+  ordered_json config = {
+      {"add_bos_token", true},
+      {"add_eos_token", false},
+      {"bos_token", legacy_added_token(kDeepseekV3SentenceTokens[0])},
+      {"clean_up_tokenization_spaces", false},
+      {"eos_token", legacy_added_token(kDeepseekV3SentenceTokens[1])},
+      {"legacy", true},
+      {"model_max_length", options.model_max_length},
+      {"pad_token", legacy_added_token(kDeepseekV3SentenceTokens[1])},
+      {"sp_model_kwargs", ordered_json::object()},
+      {"unk_token", nullptr},
+      {"tokenizer_class", "LlamaTokenizerFast"},
+      {"chat_template", kDeepseekV3ChatTemplate},
+  };
+  SyntheticTokenizer out;
+  out.tokenizer_json = tokenizer.dump(2) + "\n";
+  out.tokenizer_config_json = config.dump(2) + "\n";
+  out.vocab_size = id;
+  out.eos_id = 1;  // <｜end▁of▁sentence｜>
+  out.pad_id = 1;  // pad_token is the eos
+  return out;
+}
 }  // namespace
 
 SyntheticTokenizer build_synthetic_tokenizer(const SyntheticTokenizerOptions& options) {
   if (options.specials == SyntheticSpecials::Mistral) return build_mistral_tokenizer(options);
+  if (options.specials == SyntheticSpecials::DeepseekV3) return build_deepseek_v3_tokenizer(options);
   const bool harmony = options.specials == SyntheticSpecials::Harmony;
   const bool olmoe = options.specials == SyntheticSpecials::Olmoe;
   const bool qwen2 = options.specials == SyntheticSpecials::Qwen2;

@@ -4,8 +4,9 @@
 // structure as the real family's tokenizer.json (see SyntheticSpecials):
 // Qwen3 and gpt-oss — pre-tokenizer split regex, ByteLevel, BPE, the
 // family's added tokens appended after the vocabulary; Mistral — the legacy
-// SentencePiece-style BPE with byte fallback of Mistral-7B/Mixtral-8x7B.
-// Merges are learned from an embedded corpus.
+// SentencePiece-style BPE with byte fallback of Mistral-7B/Mixtral-8x7B;
+// DeepSeek-V3 — a Sequence of Split pre-tokenizers before ByteLevel, its
+// sentence tokens at ids 0..2. Merges are learned from an embedded corpus.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -44,6 +45,22 @@ enum class SyntheticSpecials {
   // runs of 24 down to 2 spaces (non-special, normalized, as OLMoE's file
   // adds them), the Tulu chat template as its model card renders it.
   Olmoe,
+  // DeepSeek-V3: normalizer an empty Sequence; pre-tokenizer a Sequence of
+  // three Splits (digit runs of 1-3, runs of CJK ideographs and kana, its word
+  // regex; all Isolated) then ByteLevel without regex; ByteLevel
+  // post-processor and decoder (add_prefix_space true, as its file has them);
+  // merges as "a b" strings. <｜begin▁of▁sentence｜>, <｜end▁of▁sentence｜>
+  // and <｜▁pad▁｜> are ids 0, 1, 2, in the vocabulary and added (special,
+  // not normalized); the learned vocabulary follows from id 3; after it the
+  // 15 tokens of its ids 128800..128814 in the same order: <｜fim▁hole｜>
+  // <｜fim▁begin｜> <｜fim▁end｜> <｜User｜> <｜Assistant｜> <|EOT|>
+  // <｜tool▁calls▁begin｜> ... <｜tool▁sep｜> (normalized, not special except
+  // <|EOT|>). The real file's 800 <｜place▁holder▁no▁N｜> tokens (special,
+  // ids 128000..128799, unused) are left out. No <think>: V3 has none.
+  // tokenizer_config.json as DeepSeek-V3's: LlamaTokenizerFast, legacy,
+  // add_bos_token, bos/eos/pad as {"__type": "AddedToken", ...} objects with
+  // pad = eos = <｜end▁of▁sentence｜>, its chat template.
+  DeepseekV3,
 };
 
 struct SyntheticTokenizerOptions {
@@ -60,8 +77,10 @@ struct SyntheticTokenizer {
   std::string tokenizer_json;         // Hugging Face tokenizer.json text
   std::string tokenizer_config_json;  // tokenizer_config.json text (chat template, eos/pad)
   int32_t vocab_size = 0;             // max id + 1, including added tokens
-  int32_t eos_id = -1;                // <|im_end|> (Harmony: <|return|>, Mistral: </s>, Olmoe: <|endoftext|>)
-  int32_t pad_id = -1;                // <|endoftext|> (Mistral: -1, it has no pad token; Olmoe: <|padding|>)
+  // <|im_end|> (Harmony: <|return|>, Mistral: </s>, Olmoe: <|endoftext|>, DeepseekV3: <｜end▁of▁sentence｜> = 1)
+  int32_t eos_id = -1;
+  // <|endoftext|> (Mistral: -1, it has no pad token; Olmoe: <|padding|>; DeepseekV3: its pad_token, the eos, 1)
+  int32_t pad_id = -1;
 };
 
 // Same options -> byte-identical output.
