@@ -1,7 +1,7 @@
 """Tern's forward pass for the Llama-style MoE architectures (mixtral, olmoe,
-qwen2_moe) and DeepSeek-V3 against the independent float64 NumPy references
-(tools/reference/llama_moe.py, tools/reference/deepseek_v3.py, which share no
-code with the engine; deepseek_v3.py runs MLA the way transformers does,
+qwen2_moe), DeepSeek-V3 and GLM-4.5 against the independent float64 NumPy
+references (tools/reference/llama_moe.py, deepseek_v3.py, glm4_moe.py, which
+share no code with the engine; deepseek_v3.py runs MLA the way transformers does,
 expanding every position's keys and values, where Tern attends in the latent
 space), on synthetic models of several shapes per architecture: logits at
 every position within a stated tolerance, identical greedy continuations,
@@ -27,10 +27,13 @@ except ImportError:
 
 sys.path.insert(0, os.path.join(SOURCE_DIR, "tools", "reference"))
 import deepseek_v3  # noqa: E402
+import glm4_moe  # noqa: E402
 import llama_moe  # noqa: E402
 
 # The reference of each architecture (llama_moe's otherwise).
-REFERENCES = {"deepseek_v3": deepseek_v3}
+REFERENCES = {"deepseek_v3": deepseek_v3, "glm4_moe": glm4_moe}
+# Architectures with DeepSeek-V3's grouped sigmoid routing.
+GROUPED = ("deepseek_v3", "glm4_moe")
 
 REL_TOL = 1e-4
 
@@ -89,6 +92,22 @@ SHAPES = {
                                      "--set", "kv_lora_rank=48", "--seed", "13"]),
         ("small-bf16", ["--preset", "small", "--seed", "2"]),
     ],
+    "glm4_moe": [
+        # partial rotary (16 of 32 dims), q/k norm, q/k/v biases, one group as released
+        ("tiny-bf16", ["--preset", "tiny", "--dtype", "bf16"]),
+        # full rotary, no q/k norm, no biases, 2 of 4 groups, weights not renormalised
+        ("tiny-f32-fullrope-nonorm-nobias-groups", ["--preset", "tiny", "--dtype", "f32", "--set",
+                                                    "partial_rotary_factor=1.0", "--set", "use_qk_norm=false",
+                                                    "--set", "attention_bias=false", "--set", "n_group=4",
+                                                    "--set", "topk_group=2", "--set", "norm_topk_prob=false",
+                                                    "--seed", "5"]),
+        # a quarter of the dims rotary, no dense layer, no shared expert, MHA, tied embeddings
+        ("f16-quarterrope-nodense-noshared-tied", ["--preset", "tiny", "--dtype", "f16", "--set",
+                                                   "partial_rotary_factor=0.25", "--set", "first_k_dense_replace=0",
+                                                   "--set", "n_shared_experts=0", "--kv-heads", "4",
+                                                   "--tie-embeddings", "--top-k", "3", "--seed", "11"]),
+        ("small-bf16", ["--preset", "small", "--seed", "2"]),
+    ],
 }
 
 
@@ -145,10 +164,11 @@ class LlamaMoeVsReference(TernTestCase):
         # group choice flips under quantization swaps up to 8 of its experts at
         # once; on this prompt 5 of 16 positions flip in some layer with a Q8_0
         # trunk (mean 0.073 with Q8_0 experts, 0.070 with Q4_K; the positions that
-        # do not flip stay at 0.015-0.04), so its Q8_0 bound is 10%.
+        # do not flip stay at 0.015-0.04), so its Q8_0 bound is 10%, and GLM-4.5's,
+        # which routes the same way, too.
         for arch, shapes in SHAPES.items():
             name, flags = shapes[-1]
-            for quant, bound in (("q8_0", 0.10 if arch == "deepseek_v3" else 0.03), ("q4_k", 0.15)):
+            for quant, bound in (("q8_0", 0.10 if arch in GROUPED else 0.03), ("q4_k", 0.15)):
                 with self.subTest(arch=arch, quant=quant):
                     hf, model = self.model(arch, name, flags, "--expert-quant", quant, "--trunk-quant", "q8_0")
                     ref = REFERENCES.get(arch, llama_moe).load_model(hf)

@@ -139,7 +139,8 @@ TEST_P(BatchForward, RejectsMisuse) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Architectures, BatchForward, ::testing::Values("qwen3_moe", "gpt_oss", "mixtral", "mixtral_window", "olmoe",
-                                                                      "qwen2_moe", "deepseek_v3"));
+                                                                      "qwen2_moe", "deepseek_v3",
+                                                                      "glm4_moe"));
 
 }  // namespace
 }  // namespace tern

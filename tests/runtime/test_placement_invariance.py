@@ -21,7 +21,9 @@ ARCHS = [("qwen3_moe", ["--preset", "small", "--seed", "4"]),
          ("qwen2_moe", ["--arch", "qwen2_moe", "--preset", "tiny", "--layers", "3", "--mlp-only-layers", "1",
                         "--seed", "4"]),
          # MLA over a latent KV cache, grouped sigmoid routing, an ungated shared expert, a dense first layer
-         ("deepseek_v3", ["--arch", "deepseek_v3", "--preset", "tiny", "--seed", "4"])]
+         ("deepseek_v3", ["--arch", "deepseek_v3", "--preset", "tiny", "--seed", "4"]),
+         # partial rotary, q/k norm, the same routing
+         ("glm4_moe", ["--arch", "glm4_moe", "--preset", "tiny", "--seed", "4"])]
 
 
 class PlacementInvariance(TernTestCase):

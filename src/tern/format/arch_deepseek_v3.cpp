@@ -21,9 +21,7 @@
 namespace tern {
 namespace {
 
-constexpr std::string_view kVocab = "vocab_size", kHidden = "hidden_size", kExperts = "n_routed_experts",
-                           kFfn = "intermediate_size", kMoeFfn = "moe_intermediate_size",
-                           kSharedFfn = "moe_intermediate_size x n_shared_experts", kQRank = "q_lora_rank",
+constexpr std::string_view kVocab = "vocab_size", kHidden = "hidden_size", kQRank = "q_lora_rank",
                            kKvRank = "kv_lora_rank", kKvA = "kv_lora_rank + qk_rope_head_dim",
                            kQ = "num_attention_heads x (qk_nope_head_dim + qk_rope_head_dim)",
                            kKvB = "num_attention_heads x (qk_nope_head_dim + v_head_dim)",
@@ -75,55 +73,8 @@ void parse_deepseek_v3(const ConfigReader& r, ModelConfig& cfg) {
   cfg.num_kv_heads = cfg.num_heads;
   cfg.head_dim = m.qk_nope_head_dim + m.qk_rope_head_dim;
 
-  // Routed experts behind the first first_k_dense_replace dense layers.
-  cfg.num_experts = r.get_int("n_routed_experts", kDefaultExperts);
-  r.require_range("n_routed_experts", cfg.num_experts, 1, lim::kMaxExperts);
-  cfg.num_experts_per_tok = r.get_int("num_experts_per_tok", kDefaultTopK);
-  r.require_range("num_experts_per_tok", cfg.num_experts_per_tok, 1, cfg.num_experts);
-  cfg.moe_intermediate_size = r.get_int("moe_intermediate_size");
-  r.require_range("moe_intermediate_size", cfg.moe_intermediate_size, 1, lim::kMaxFfn);
-  const int64_t first_dense = r.get_int("first_k_dense_replace", kDefaultFirstDense);
-  r.require_range("first_k_dense_replace", first_dense, 0, cfg.num_layers);
-  cfg.decoder_sparse_step = 1;
-  cfg.mlp_only_layers.clear();
-  for (int64_t l = 0; l < first_dense; ++l) cfg.mlp_only_layers.push_back(l);
-  // transformers ignores moe_layer_freq (every layer from first_k_dense_replace
-  // on is MoE); a config asking for another spacing would not load there either.
-  if (r.get_int("moe_layer_freq", 1) != 1)
-    r.invalid("moe_layer_freq", "is not 1; DeepSeek-V3 has an MoE block in every layer after the dense ones");
-  if (first_dense > 0) {
-    cfg.intermediate_size = r.get_int("intermediate_size");
-    r.require_range("intermediate_size", cfg.intermediate_size, 1, lim::kMaxFfn);
-  }
-  const int64_t shared = r.get_int("n_shared_experts", kDefaultShared);
-  r.require_range("n_shared_experts", shared, 0, 64);
-  cfg.shared_expert_intermediate_size = shared * cfg.moe_intermediate_size;
-  r.require_range("moe_intermediate_size x n_shared_experts", cfg.shared_expert_intermediate_size, 0, lim::kMaxFfn);
-  cfg.shared_expert_gated = false;
-
-  // The router: noaux_tc, the only top-k method transformers runs for V3.
-  const std::string method = r.get_string("topk_method", "noaux_tc");
-  if (method != "noaux_tc")
-    r.invalid("topk_method", fmt::format("is {}; deepseek_v3 routes with noaux_tc", json_excerpt(method)));
-  const std::string scoring = r.get_string("scoring_func", "sigmoid");
-  if (scoring != "sigmoid")
-    r.invalid("scoring_func", fmt::format("is {}; deepseek_v3 scores experts with a sigmoid", json_excerpt(scoring)));
-  cfg.router_scoring = "sigmoid_grouped";
-  cfg.n_group = r.get_int("n_group", kDefaultGroups);
-  r.require_range("n_group", cfg.n_group, 1, cfg.num_experts);
-  if (cfg.num_experts % cfg.n_group != 0 || cfg.num_experts / cfg.n_group < 2)
-    r.invalid("n_group", fmt::format("({}) must divide n_routed_experts ({}) into groups of at least 2 (a group "
-                                     "scores by its two best experts)",
-                                     cfg.n_group, cfg.num_experts));
-  cfg.topk_group = r.get_int("topk_group", kDefaultTopkGroup);
-  r.require_range("topk_group", cfg.topk_group, 1, cfg.n_group);
-  if (cfg.num_experts_per_tok > cfg.topk_group * (cfg.num_experts / cfg.n_group))
-    r.invalid("num_experts_per_tok", fmt::format("({}) exceeds the experts of topk_group ({}) groups of {}",
-                                                 cfg.num_experts_per_tok, cfg.topk_group,
-                                                 cfg.num_experts / cfg.n_group));
-  cfg.norm_topk_prob = r.get_bool("norm_topk_prob", true);
-  cfg.routed_scaling_factor = r.get_double("routed_scaling_factor", kDefaultScaling);
-  r.require_finite("routed_scaling_factor", cfg.routed_scaling_factor, 0.0, 1e6);
+  read_grouped_moe_fields(r, cfg, {kDefaultExperts, kDefaultTopK, kDefaultFirstDense, kDefaultShared, kDefaultGroups,
+                                   kDefaultTopkGroup, kDefaultScaling});
 }
 
 CheckpointDecls deepseek_v3_tensors(const ModelConfig& c, size_t /*layout: one*/) {
@@ -132,11 +83,6 @@ CheckpointDecls deepseek_v3_tensors(const ModelConfig& c, size_t /*layout: one*/
   const ModelConfig::Mla& m = c.mla;
   const int64_t H = c.hidden_size, heads = c.num_heads;
   t.push_back(tensor_decl("model.embed_tokens.weight", {c.vocab_size, H}, {kVocab, kHidden}, WeightInit::Embedding));
-  auto mlp = [&](const std::string& p, int64_t I, std::string_view field) {
-    t.push_back(tensor_decl(p + "gate_proj.weight", {I, H}, {field, kHidden}));
-    t.push_back(tensor_decl(p + "up_proj.weight", {I, H}, {field, kHidden}));
-    t.push_back(tensor_decl(p + "down_proj.weight", {H, I}, {kHidden, field}));
-  };
   for (int64_t l = 0; l < c.num_layers; ++l) {
     const std::string p = fmt::format("model.layers.{}.", l), a = p + "self_attn.";
     t.push_back(tensor_decl(p + "input_layernorm.weight", {H}, {kHidden}, WeightInit::Ones));
@@ -158,21 +104,9 @@ CheckpointDecls deepseek_v3_tensors(const ModelConfig& c, size_t /*layout: one*/
     t.push_back(tensor_decl(a + "o_proj.weight", {H, heads * m.v_head_dim}, {kHidden, kO}));
     if (c.attention_bias) t.push_back(tensor_decl(a + "o_proj.bias", {H}, {kHidden}, WeightInit::Zeros));
     t.push_back(tensor_decl(p + "post_attention_layernorm.weight", {H}, {kHidden}, WeightInit::Ones));
-    if (c.layer_is_moe(l)) {
-      t.push_back(tensor_decl(p + "mlp.gate.weight", {c.num_experts, H}, {kExperts, kHidden}, WeightInit::Router));
-      t.push_back(tensor_decl(p + "mlp.gate.e_score_correction_bias", {c.num_experts}, {kExperts}, WeightInit::Zeros));
-      if (c.shared_expert_intermediate_size > 0)
-        mlp(p + "mlp.shared_experts.", c.shared_expert_intermediate_size, kSharedFfn);
-    } else {
-      mlp(p + "mlp.", c.intermediate_size, kFfn);
-    }
+    declare_grouped_moe_or_dense(t, p + "mlp.", c, l);
   }
-  t.push_back(tensor_decl("model.norm.weight", {H}, {kHidden}, WeightInit::Ones));
-  if (!c.tie_word_embeddings) t.push_back(tensor_decl("lm_head.weight", {c.vocab_size, H}, {kVocab, kHidden}));
-  for (int64_t l = 0; l < c.num_layers; ++l)
-    if (c.layer_is_moe(l))
-      declare_swiglu_experts(decls, c, l, fmt::format("model.layers.{}.mlp.experts.", l), c.moe_intermediate_size,
-                             kMoeFfn);
+  declare_grouped_moe_tail(decls, c);
   return decls;
 }
 

@@ -12,12 +12,14 @@ const ArchSpec& mixtral_arch();
 const ArchSpec& olmoe_arch();
 const ArchSpec& qwen2_moe_arch();
 const ArchSpec& deepseek_v3_arch();
+const ArchSpec& glm4_moe_arch();
 
 namespace {
 
 const std::vector<const ArchSpec*>& registry() {
   static const std::vector<const ArchSpec*> archs = {&qwen3_moe_arch(), &gpt_oss_arch(), &mixtral_arch(), &olmoe_arch(),
-                                                     &qwen2_moe_arch(), &deepseek_v3_arch()};
+                                                     &qwen2_moe_arch(), &deepseek_v3_arch(),
+                                                     &glm4_moe_arch()};
   return archs;
 }
 
@@ -143,6 +145,45 @@ void declare_swiglu_experts(CheckpointDecls& decls, const ModelConfig& c, int64_
     declare_expert_tensor(decls, layer, e, "down", fmt::format("{}{}.weight", p, names.down), {H, ffn},
                           {kHidden, ffn_field});
   }
+}
+
+namespace {
+
+void declare_swiglu_mlp(std::vector<TensorDecl>& t, const std::string& p, int64_t hidden, int64_t I,
+                        std::string_view field) {
+  constexpr std::string_view kHidden = "hidden_size";
+  t.push_back(tensor_decl(p + "gate_proj.weight", {I, hidden}, {field, kHidden}));
+  t.push_back(tensor_decl(p + "up_proj.weight", {I, hidden}, {field, kHidden}));
+  t.push_back(tensor_decl(p + "down_proj.weight", {hidden, I}, {kHidden, field}));
+}
+
+}  // namespace
+
+void declare_grouped_moe_or_dense(std::vector<TensorDecl>& t, const std::string& p, const ModelConfig& c,
+                                  int64_t layer) {
+  constexpr std::string_view kHidden = "hidden_size", kExperts = "n_routed_experts";
+  const int64_t H = c.hidden_size;
+  if (!c.layer_is_moe(layer)) {
+    declare_swiglu_mlp(t, p, H, c.intermediate_size, "intermediate_size");
+    return;
+  }
+  t.push_back(tensor_decl(p + "gate.weight", {c.num_experts, H}, {kExperts, kHidden}, WeightInit::Router));
+  t.push_back(tensor_decl(p + "gate.e_score_correction_bias", {c.num_experts}, {kExperts}, WeightInit::Zeros));
+  if (c.shared_expert_intermediate_size > 0)
+    declare_swiglu_mlp(t, p + "shared_experts.", H, c.shared_expert_intermediate_size,
+                       "moe_intermediate_size x n_shared_experts");
+}
+
+void declare_grouped_moe_tail(CheckpointDecls& decls, const ModelConfig& c) {
+  constexpr std::string_view kHidden = "hidden_size", kVocab = "vocab_size";
+  const int64_t H = c.hidden_size;
+  decls.tensors.push_back(tensor_decl("model.norm.weight", {H}, {kHidden}, WeightInit::Ones));
+  if (!c.tie_word_embeddings)
+    decls.tensors.push_back(tensor_decl("lm_head.weight", {c.vocab_size, H}, {kVocab, kHidden}));
+  for (int64_t l = 0; l < c.num_layers; ++l)
+    if (c.layer_is_moe(l))
+      declare_swiglu_experts(decls, c, l, fmt::format("model.layers.{}.mlp.experts.", l), c.moe_intermediate_size,
+                             "moe_intermediate_size");
 }
 
 void declare_attention_projections(std::vector<TensorDecl>& t, const std::string& prefix, const ModelConfig& c,

@@ -158,6 +158,17 @@ void declare_swiglu_experts(CheckpointDecls& decls, const ModelConfig& c, int64_
 void declare_attention_projections(std::vector<TensorDecl>& tensors, const std::string& prefix, const ModelConfig& c,
                                    bool qkv_bias, bool o_bias);
 
+// DeepSeek-V3's family (deepseek_v3, glm4_moe): layer l's feed-forward
+// under `prefix` ("model.layers.3.mlp."): on an MoE layer the router
+// gate.weight [n_routed_experts, hidden], gate.e_score_correction_bias and,
+// when there are any, shared_experts.{gate,up,down}_proj; on a dense layer
+// {gate,up,down}_proj of intermediate_size. The tail after the layers:
+// model.norm, lm_head (unless tied), then every MoE layer's routed experts
+// "model.layers.L.mlp.experts.E.{gate,up,down}_proj.weight".
+void declare_grouped_moe_or_dense(std::vector<TensorDecl>& tensors, const std::string& prefix, const ModelConfig& c,
+                                  int64_t layer);
+void declare_grouped_moe_tail(CheckpointDecls& decls, const ModelConfig& c);
+
 // "[a, b]" with the fields of decl's dimensions, e.g. "[num_experts, hidden_size]".
 std::string dim_fields_str(const TensorDecl& decl);
 std::string dim_fields_str(const SectionDecl& decl);

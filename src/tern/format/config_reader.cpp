@@ -220,6 +220,60 @@ void read_qwen_moe_fields(const ConfigReader& r, ModelConfig& cfg) {
       r.invalid("mlp_only_layers", fmt::format("names layer {} but the model has {} layers", l, cfg.num_layers));
 }
 
+void read_grouped_moe_fields(const ConfigReader& r, ModelConfig& cfg, const GroupedMoeDefaults& d) {
+  namespace lim = config_limits;
+  const std::string family = cfg.architecture.empty() ? "this architecture" : cfg.architecture;
+  // Routed experts behind the first first_k_dense_replace dense layers.
+  cfg.num_experts = r.get_int("n_routed_experts", d.experts);
+  r.require_range("n_routed_experts", cfg.num_experts, 1, lim::kMaxExperts);
+  cfg.num_experts_per_tok = r.get_int("num_experts_per_tok", d.top_k);
+  r.require_range("num_experts_per_tok", cfg.num_experts_per_tok, 1, cfg.num_experts);
+  cfg.moe_intermediate_size = r.get_int("moe_intermediate_size");
+  r.require_range("moe_intermediate_size", cfg.moe_intermediate_size, 1, lim::kMaxFfn);
+  const int64_t first_dense = r.get_int("first_k_dense_replace", d.first_dense);
+  r.require_range("first_k_dense_replace", first_dense, 0, cfg.num_layers);
+  cfg.decoder_sparse_step = 1;
+  cfg.mlp_only_layers.clear();
+  for (int64_t l = 0; l < first_dense; ++l) cfg.mlp_only_layers.push_back(l);
+  // transformers ignores moe_layer_freq (every layer from first_k_dense_replace
+  // on is MoE); a config asking for another spacing would not load there either.
+  if (r.get_int("moe_layer_freq", 1) != 1)
+    r.invalid("moe_layer_freq", fmt::format("is not 1; {} has an MoE block in every layer after the dense ones", family));
+  if (first_dense > 0) {
+    cfg.intermediate_size = r.get_int("intermediate_size");
+    r.require_range("intermediate_size", cfg.intermediate_size, 1, lim::kMaxFfn);
+  }
+  const int64_t shared = r.get_int("n_shared_experts", d.shared);
+  r.require_range("n_shared_experts", shared, 0, 64);
+  cfg.shared_expert_intermediate_size = shared * cfg.moe_intermediate_size;
+  r.require_range("moe_intermediate_size x n_shared_experts", cfg.shared_expert_intermediate_size, 0, lim::kMaxFfn);
+  cfg.shared_expert_gated = false;
+
+  // The router: noaux_tc, the only top-k method transformers runs for these.
+  const std::string method = r.get_string("topk_method", "noaux_tc");
+  if (method != "noaux_tc")
+    r.invalid("topk_method", fmt::format("is {}; {} routes with noaux_tc", json_excerpt(method), family));
+  const std::string scoring = r.get_string("scoring_func", "sigmoid");
+  if (scoring != "sigmoid")
+    r.invalid("scoring_func", fmt::format("is {}; {} scores experts with a sigmoid", json_excerpt(scoring), family));
+  cfg.router_scoring = "sigmoid_grouped";
+  cfg.n_group = r.get_int("n_group", d.n_group);
+  r.require_range("n_group", cfg.n_group, 1, cfg.num_experts);
+  if (cfg.num_experts % cfg.n_group != 0 || cfg.num_experts / cfg.n_group < 2)
+    r.invalid("n_group", fmt::format("({}) must divide n_routed_experts ({}) into groups of at least 2 (a group "
+                                     "scores by its two best experts)",
+                                     cfg.n_group, cfg.num_experts));
+  cfg.topk_group = r.get_int("topk_group", d.topk_group);
+  r.require_range("topk_group", cfg.topk_group, 1, cfg.n_group);
+  if (cfg.num_experts_per_tok > cfg.topk_group * (cfg.num_experts / cfg.n_group))
+    r.invalid("num_experts_per_tok", fmt::format("({}) exceeds the experts of topk_group ({}) groups of {}",
+                                                 cfg.num_experts_per_tok, cfg.topk_group,
+                                                 cfg.num_experts / cfg.n_group));
+  cfg.norm_topk_prob = r.get_bool("norm_topk_prob", true);
+  cfg.routed_scaling_factor = r.get_double("routed_scaling_factor", d.routed_scaling);
+  r.require_finite("routed_scaling_factor", cfg.routed_scaling_factor, 0.0, 1e6);
+}
+
 void check_config_products(const ConfigReader& r, const ModelConfig& cfg) {
   namespace lim = config_limits;
   // Each factor is already range-checked, so these products cannot overflow;

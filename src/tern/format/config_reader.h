@@ -61,6 +61,19 @@ void require_plain_rope_and_silu(const ConfigReader& r, ModelConfig& cfg, std::s
 // moe_intermediate_size, norm_topk_prob, decoder_sparse_step, mlp_only_layers.
 void read_qwen_moe_fields(const ConfigReader& r, ModelConfig& cfg);
 
+// The MoE fields of DeepSeek-V3's family (deepseek_v3, glm4_moe):
+// n_routed_experts, num_experts_per_tok, moe_intermediate_size,
+// first_k_dense_replace (the dense layers, with intermediate_size),
+// n_shared_experts (one ungated shared expert of their summed width) and the
+// noaux_tc router (topk_method, scoring_func, n_group, topk_group,
+// norm_topk_prob, routed_scaling_factor), with the family's transformers
+// defaults for fields a config omits.
+struct GroupedMoeDefaults {
+  int64_t experts, top_k, first_dense, shared, n_group, topk_group;
+  double routed_scaling;
+};
+void read_grouped_moe_fields(const ConfigReader& r, ModelConfig& cfg, const GroupedMoeDefaults& defaults);
+
 // Checks the products of fields that size tensors and loops (attention
 // width, MoE layers x experts) against config_limits, for every
 // architecture; parse_model_config calls it after the architecture's parse.

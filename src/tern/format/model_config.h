@@ -70,6 +70,11 @@ struct ModelConfig {
   bool attention_sinks = false;
   // > 0: q, k and v are clamped to [-clip_qkv, clip_qkv] (OLMoE; 0: no clamp).
   double clip_qkv = 0;
+  // Leading dims of each head that RoPE rotates (GLM-4.5's partial rotary:
+  // head_dim x partial_rotary_factor); 0: all of head_dim.
+  int64_t rotary_dim = 0;
+  // Per-head RMSNorm of q and k before RoPE (GLM-4.5's use_qk_norm).
+  bool qk_norm = false;
 
   // Dense MLP (layers that are not MoE).
   int64_t intermediate_size = 0;

@@ -49,7 +49,10 @@ void attention_forward(const AttentionWeights& w, const AttentionShape& s, const
                        ThreadPool* pool) {
   const auto n = static_cast<int64_t>(slots.size());
   const int64_t q_dim = s.n_heads * s.head_dim, kv_dim = s.n_kv_heads * s.head_dim;
-  const int64_t half = s.head_dim / 2;
+  const int64_t rotary = s.rotary_dim > 0 ? s.rotary_dim : s.head_dim;
+  if (rotary > s.head_dim || rotary % 2 != 0)
+    fail("attention: rotary_dim {} must be even and at most head_dim {}", rotary, s.head_dim);
+  const int64_t half = rotary / 2;
   float* q = scratch.get(kQ, n * q_dim);
   float* k = scratch.get(kK, n * kv_dim);
   float* v = scratch.get(kV, n * kv_dim);
@@ -85,8 +88,13 @@ void attention_forward(const AttentionWeights& w, const AttentionShape& s, const
     norm_heads(qt, s.n_heads, s.head_dim, w.q_norm, s.norm_eps, tmp);
     norm_heads(kt, s.n_kv_heads, s.head_dim, w.k_norm, s.norm_eps, tmp);
     rope_cos_sin(pos, s.rope_inv_freq, half, cos, sin);
-    rope_apply_heads(qt, s.n_heads, s.head_dim, cos, sin);
-    rope_apply_heads(kt, s.n_kv_heads, s.head_dim, cos, sin);
+    if (rotary == s.head_dim) {
+      rope_apply_heads(qt, s.n_heads, s.head_dim, cos, sin);
+      rope_apply_heads(kt, s.n_kv_heads, s.head_dim, cos, sin);
+    } else {
+      for (int64_t h = 0; h < s.n_heads; ++h) rope_apply(qt + h * s.head_dim, rotary, cos, sin);
+      for (int64_t h = 0; h < s.n_kv_heads; ++h) rope_apply(kt + h * s.head_dim, rotary, cos, sin);
+    }
     std::copy(kt, kt + kv_dim, kv.keys(layer, pos));
     std::copy(v + t * kv_dim, v + (t + 1) * kv_dim, kv.values(layer, pos));
     const int64_t first = s.window > 0 ? std::max<int64_t>(0, pos - s.window + 1) : 0;

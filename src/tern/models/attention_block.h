@@ -2,7 +2,8 @@
 // Self-attention block shared by the decoder architectures: q/k/v
 // projections (+ optional biases), optional q/k RMSNorm per head (Qwen3) or
 // over the whole projection (OLMoE), optional clamping of q/k/v (OLMoE's
-// clip_qkv), RoPE, grouped-query causal attention over the KV cache (with an
+// clip_qkv), RoPE (on the leading rotary_dim dims of each head when partial),
+// grouped-query causal attention over the KV cache (with an
 // optional sliding window and sink logits), output projection.
 #include <cstdint>
 #include <span>
@@ -38,7 +39,10 @@ struct AttentionShape {
   int64_t head_dim = 0;
   float norm_eps = 1e-6f;
   float scale = 0;                 // softmax scale, usually 1/sqrt(head_dim)
-  const float* rope_inv_freq = nullptr;  // [head_dim / 2]
+  const float* rope_inv_freq = nullptr;  // [rotary_dim / 2]
+  // Leading dims of each head that RoPE rotates (rotate_half pairs within
+  // them; the rest pass through: partial rotary, GLM-4.5); 0: all of head_dim.
+  int64_t rotary_dim = 0;
   int64_t window = 0;              // > 0: query i sees keys j with i - j < window
   float clip_qkv = 0;              // > 0: q, k, v clamped to [-clip_qkv, clip_qkv] after the norms
 };

@@ -36,6 +36,31 @@ void DecoderModel::load_routed_experts(DecoderLayer& layer, int64_t l, const std
   layer.moe.input_norm = layer.post_norm;
 }
 
+void DecoderModel::load_grouped_moe_or_dense(DecoderLayer& L, int64_t l) const {
+  const std::string p = layer_prefix(l);
+  if (cfg_.layer_is_moe(l)) {
+    L.moe.router = w_.matrix(p + "mlp.gate.weight");
+    RouterConfig& r = L.moe.routing;
+    r.num_experts = cfg_.num_experts;
+    r.top_k = cfg_.num_experts_per_tok;
+    r.norm_topk_prob = cfg_.norm_topk_prob;
+    r.scoring = RouterScoring::SigmoidGrouped;
+    r.selection_bias = w_.vector(p + "mlp.gate.e_score_correction_bias");
+    r.n_group = cfg_.n_group;
+    r.topk_group = cfg_.topk_group;
+    r.scaling = static_cast<float>(cfg_.routed_scaling_factor);
+    L.moe.experts = experts_of(l);
+    L.moe.input_norm = L.post_norm;
+    if (cfg_.shared_expert_intermediate_size > 0) {
+      L.moe.shared.gate = w_.matrix(p + "mlp.shared_experts.gate_proj.weight");
+      L.moe.shared.up = w_.matrix(p + "mlp.shared_experts.up_proj.weight");
+      L.moe.shared.down = w_.matrix(p + "mlp.shared_experts.down_proj.weight");
+    }
+  } else {
+    load_dense_mlp(L, p + "mlp.");
+  }
+}
+
 void DecoderModel::load_attention_projections(AttentionWeights& attn, const std::string& prefix, bool qkv_bias,
                                               bool o_bias) const {
   attn.q = w_.matrix(prefix + "q_proj.weight");

@@ -61,6 +61,10 @@ class DecoderModel : public Model {
   // the softmax-then-top-k rule (renormalised when `renormalise`); the MoE
   // input is normalised by the layer's post_norm.
   void load_routed_experts(DecoderLayer& layer, int64_t l, const std::string& router, bool renormalise) const;
+  // DeepSeek-V3's family (deepseek_v3, glm4_moe): layer l's MoE under
+  // "model.layers.{l}.mlp." (the grouped sigmoid router with its selection
+  // bias, routed experts, ungated shared experts) or its dense MLP.
+  void load_grouped_moe_or_dense(DecoderLayer& layer, int64_t l) const;
   // q/k/v/o_proj weights under `prefix` ("model.layers.3.self_attn."), with
   // q/k/v biases when qkv_bias and an o bias when o_bias.
   void load_attention_projections(AttentionWeights& attn, const std::string& prefix, bool qkv_bias, bool o_bias) const;

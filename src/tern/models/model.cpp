@@ -14,6 +14,7 @@ std::unique_ptr<Model> make_mixtral(const TernModel&, ExpertCache&, ThreadPool*,
 std::unique_ptr<Model> make_olmoe(const TernModel&, ExpertCache&, ThreadPool*, const ModelOptions&);
 std::unique_ptr<Model> make_qwen2_moe(const TernModel&, ExpertCache&, ThreadPool*, const ModelOptions&);
 std::unique_ptr<Model> make_deepseek_v3(const TernModel&, ExpertCache&, ThreadPool*, const ModelOptions&);
+std::unique_ptr<Model> make_glm4_moe(const TernModel&, ExpertCache&, ThreadPool*, const ModelOptions&);
 
 void Model::forward(std::span<const int32_t> tokens, int64_t start, KVCache& kv, float* logits, bool all_positions,
                     ForwardTrace* trace) {
@@ -58,6 +59,7 @@ std::unique_ptr<Model> load_model(const TernModel& model, ExpertCache& cache, Th
   if (arch == "olmoe") return make_olmoe(model, cache, pool, options);
   if (arch == "qwen2_moe") return make_qwen2_moe(model, cache, pool, options);
   if (arch == "deepseek_v3") return make_deepseek_v3(model, cache, pool, options);
+  if (arch == "glm4_moe") return make_glm4_moe(model, cache, pool, options);
   fail("architecture '{}' is recognised but has no forward pass yet", arch);
 }
 

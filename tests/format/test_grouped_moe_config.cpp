@@ -1,8 +1,9 @@
-// config.json parsing of deepseek_v3: the released DeepSeek-V3 and Kimi-K2
-// configs (synth's real-shape presets hold them) give the MLA, routing and
-// layer fields, transformers' defaults fill what a config omits, the latent
-// KV cache is sized per position as latent + rope key, and what Tern cannot
-// run is refused naming the field.
+// config.json parsing of DeepSeek-V3's family (deepseek_v3, glm4_moe): the
+// released DeepSeek-V3, Kimi-K2, GLM-4.5 and GLM-4.5-Air configs (synth's
+// real-shape presets hold them) give the MLA, routing, rotary and layer
+// fields, transformers' defaults fill what a config omits, the latent KV
+// cache is sized per position as latent + rope key, and what Tern cannot run
+// is refused naming the field.
 #include <gtest/gtest.h>
 
 #include "support/expect_error.h"
@@ -17,7 +18,9 @@ namespace {
 using nlohmann::json;
 using testing::expect_error;
 
-json ds_released(const std::string& name) { return find_synth_preset("deepseek_v3", name).config; }
+json ds_released(const std::string& name, const std::string& arch = "deepseek_v3") {
+  return find_synth_preset(arch, name).config;
+}
 
 ModelConfig parse_ds(const json& j) { return parse_model_config(j, "config.json"); }
 
@@ -112,6 +115,46 @@ TEST(DeepseekV3Config, RefusalsNameTheField) {
   // The FP8 release: refused with what to do instead.
   expect_error([&] { parse_ds(ds_with(j, "quantization_config", {{"quant_method", "fp8"}})); },
                {"'quantization_config'", "fp8", "BF16"});
+}
+
+TEST(Glm4MoeConfig, AsReleased) {
+  const ModelConfig c = parse_ds(ds_released("glm-4.5", "glm4_moe"));
+  EXPECT_FALSE(c.mla.present());
+  EXPECT_EQ(c.head_dim, 128);
+  EXPECT_EQ(c.rotary_dim, 64);  // partial_rotary_factor 0.5
+  EXPECT_TRUE(c.qk_norm);
+  EXPECT_TRUE(c.attention_bias);
+  EXPECT_EQ(c.num_kv_heads, 8);
+  EXPECT_EQ(c.num_experts, 160);
+  EXPECT_EQ(c.n_group, 1);
+  EXPECT_EQ(c.routed_scaling_factor, 2.5);
+  EXPECT_EQ(c.router_scoring, "sigmoid_grouped");
+  EXPECT_EQ(c.num_moe_layers(), 89);  // 92 layers, the first 3 dense
+  EXPECT_EQ(c.shared_expert_intermediate_size, 1536);
+  // GQA K and V: 2 x 8 x 128 floats per position and layer.
+  EXPECT_EQ(kv_cache_bytes(c, 1024), uint64_t{2} * 4 * 8 * 128 * 92 * 1024);
+  const ModelConfig air = parse_ds(ds_released("glm-4.5-air", "glm4_moe"));
+  EXPECT_FALSE(air.qk_norm);
+  EXPECT_EQ(air.num_moe_layers(), 45);
+  EXPECT_EQ(air.num_experts, 128);
+}
+
+TEST(Glm4MoeConfig, DefaultsAndRefusals) {
+  json j = ds_released("glm-4.5", "glm4_moe");
+  for (const char* k : {"partial_rotary_factor", "use_qk_norm", "n_group", "topk_group", "routed_scaling_factor"})
+    j.erase(k);
+  const ModelConfig c = parse_ds(j);  // Glm4MoeConfig's defaults
+  EXPECT_EQ(c.rotary_dim, 64);
+  EXPECT_FALSE(c.qk_norm);
+  EXPECT_EQ(c.n_group, 1);
+  EXPECT_EQ(c.routed_scaling_factor, 1.0);
+  const json g = ds_released("glm-4.5", "glm4_moe");
+  expect_error([&] { parse_ds(ds_with(g, "partial_rotary_factor", 0.0)); }, {"'partial_rotary_factor'"});
+  expect_error([&] { parse_ds(ds_with(g, "partial_rotary_factor", 0.01)); }, {"'partial_rotary_factor'", "even"});
+  expect_error([&] { parse_ds(ds_with(g, "rope_scaling", {{"type", "yarn"}, {"factor", 4.0}})); },
+               {"'rope_scaling'"});
+  expect_error([&] { parse_ds(ds_with(g, "topk_method", "greedy")); }, {"'topk_method'", "glm4_moe"});
+  expect_error([&] { parse_ds(ds_with(g, "hidden_act", "gelu")); }, {"'hidden_act'"});
 }
 
 }  // namespace
