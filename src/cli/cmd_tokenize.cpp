@@ -218,7 +218,8 @@ void add_tokenize_command(CLI::App& app) {
   const std::map<std::string, SyntheticSpecials> families = {
       {"qwen3", SyntheticSpecials::Qwen3},   {"harmony", SyntheticSpecials::Harmony},
       {"mistral", SyntheticSpecials::Mistral}, {"qwen2", SyntheticSpecials::Qwen2},
-      {"olmoe", SyntheticSpecials::Olmoe},   {"deepseek_v3", SyntheticSpecials::DeepseekV3}};
+      {"olmoe", SyntheticSpecials::Olmoe},   {"deepseek_v3", SyntheticSpecials::DeepseekV3},
+      {"glm4_moe", SyntheticSpecials::Glm45}};
   cmd->add_option("--synthetic-family", args->synthetic_specials,
                   "with --write-synthetic: whose added tokens and layout (default qwen3)")
       ->transform(CLI::CheckedTransformer(families, CLI::ignore_case))

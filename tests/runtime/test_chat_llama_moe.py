@@ -1,6 +1,7 @@
 """`tern chat` end to end on mixtral (Mistral's [INST], SentencePiece-style
-tokenizer), olmoe (Tulu's format) and qwen2_moe (Qwen2's ChatML) and deepseek_v3 (its
-<｜User｜>/<｜Assistant｜> format, byte-level BPE) synthetic
+tokenizer), olmoe (Tulu's format), qwen2_moe (Qwen2's ChatML), deepseek_v3 (its
+<｜User｜>/<｜Assistant｜> format, byte-level BPE) and glm4_moe (GLM-4.5's
+[gMASK]<sop><|user|> format, <|user|> one of its stops) synthetic
 models: the rendered prompt, the reply text up to the stop token, the next
 turn's prompt with the history, prefix reuse across turns, and a sampled
 run. Random weights write arbitrary tokens, so the shown text is checked with
@@ -30,6 +31,9 @@ CASES = [
     ("deepseek_v3", "Hello there<｜end▁of▁sentence｜>never shown",
      "<｜begin▁of▁sentence｜><｜User｜>one<｜Assistant｜>",
      "<｜begin▁of▁sentence｜><｜User｜>one<｜Assistant｜>Hello there<｜end▁of▁sentence｜><｜User｜>two<｜Assistant｜>"),
+    ("glm4_moe", "Hello there<|user|>never shown",
+     "[gMASK]<sop><|user|>\none<|assistant|>",
+     "[gMASK]<sop><|user|>\none<|assistant|>\n<think></think>\nHello there<|user|>\ntwo<|assistant|>"),
 ]
 
 

@@ -490,6 +490,66 @@ TEST(SyntheticTokenizer, HasDeepseekV3Layout) {
   EXPECT_LT(tok.encode("The quick brown fox jumps over the lazy dog.").size(), 44u * 6 / 10);
 }
 
+// GLM-4.5's layout: GLM-4's Split before ByteLevel, its 36 added tokens
+// after the learned vocabulary in the real order (the first 18 special),
+// tokenizer_config.json with eos = pad = <|endoftext|> and its chat template.
+// That Tern and the JS reference agree on it: test_tokenizer_npm.py.
+TEST(SyntheticTokenizer, HasGlm45Layout) {
+  SyntheticTokenizer synthetic = build_synthetic_tokenizer({.specials = SyntheticSpecials::Glm45});
+  EXPECT_EQ(synthetic.tokenizer_json, build_synthetic_tokenizer({.specials = SyntheticSpecials::Glm45}).tokenizer_json);
+  EXPECT_GE(synthetic.vocab_size, 1000);
+  EXPECT_LE(synthetic.vocab_size, 2000);
+  Tokenizer tok = Tokenizer::from_json_text(synthetic.tokenizer_json);
+  EXPECT_EQ(tok.vocab_size(), synthetic.vocab_size);
+  const int32_t first = synthetic.vocab_size - 36;  // <|endoftext|>, real id 151329
+  const char* order[] = {"<|endoftext|>", "[MASK]", "[gMASK]", "[sMASK]", "<sop>", "<eop>", "<|system|>",
+                         "<|user|>", "<|assistant|>", "<|observation|>"};
+  for (int32_t k = 0; k < 10; ++k) EXPECT_EQ(tok.token_id(order[k]), first + k) << order[k];
+  EXPECT_EQ(tok.token_id("<|code_prefix|>"), first + 18);  // 151347
+  EXPECT_EQ(tok.token_id("<think>"), first + 21);          // 151350
+  EXPECT_EQ(tok.token_id("<tool_call>"), first + 23);      // 151352
+  EXPECT_EQ(tok.token_id("<arg_key>"), first + 27);        // 151356
+  EXPECT_EQ(tok.token_id("/nothink"), first + 31);         // 151360
+  EXPECT_EQ(tok.token_id("<|video|>"), first + 35);        // 151364
+  EXPECT_EQ(synthetic.eos_id, first);
+  EXPECT_EQ(synthetic.pad_id, first);
+  for (int32_t id = first; id < first + 18; ++id) EXPECT_TRUE(tok.is_special(id)) << id;
+  for (int32_t id = first + 18; id < first + 36; ++id) {
+    EXPECT_TRUE(tok.is_added(id)) << id;
+    EXPECT_FALSE(tok.is_special(id)) << id;
+  }
+
+  json file = json::parse(synthetic.tokenizer_json);
+  EXPECT_EQ(file["model"]["vocab"].size(), static_cast<size_t>(first));
+  EXPECT_TRUE(file["model"]["merges"][0].is_array());
+  EXPECT_EQ(file["model"]["ignore_merges"], true);
+  EXPECT_TRUE(file["normalizer"].is_null());
+  const json& pre = file["pre_tokenizer"]["pretokenizers"];
+  ASSERT_EQ(pre.size(), 2u);
+  EXPECT_NE(pre[0]["pattern"]["Regex"].get<std::string>().find("\\p{N}{1,3}"), std::string::npos);
+  EXPECT_EQ(pre[1]["type"], "ByteLevel");
+  EXPECT_EQ(file["post_processor"]["add_prefix_space"], true);
+  EXPECT_EQ(file["decoder"]["type"], "ByteLevel");
+
+  json config = json::parse(synthetic.tokenizer_config_json);
+  EXPECT_EQ(config["eos_token"], "<|endoftext|>");
+  EXPECT_EQ(config["pad_token"], "<|endoftext|>");
+  EXPECT_FALSE(config.contains("bos_token"));
+  EXPECT_EQ(config["tokenizer_class"], "PreTrainedTokenizer");
+  EXPECT_EQ(config["additional_special_tokens"].size(), 18u);
+  EXPECT_EQ(config["added_tokens_decoder"][std::to_string(first + 2)]["content"], "[gMASK]");
+  EXPECT_EQ(config["chat_template"].get<std::string>().rfind("[gMASK]<sop>", 0), 0u);
+
+  // Text round-trips (the post-processor adds nothing); the chat tokens are one id each.
+  for (const std::string text : {"The quick brown fox: 1234567 or 3.14159?", "你好，世界！こんにちは",
+                                 "[gMASK]<sop><|user|>\nHi<|assistant|>\n<think></think>\nHello!",
+                                 "  spaces\n\n\tand tabs\r\n"})
+    EXPECT_EQ(tok.decode(tok.encode(text)), text);
+  EXPECT_EQ(tok.encode("[gMASK]<sop><|user|>").size(), 3u);
+  EXPECT_EQ(tok.encode("<tool_call>f\n<arg_key>a</arg_key>").front(), tok.token_id("<tool_call>"));
+  EXPECT_LT(tok.encode("The quick brown fox jumps over the lazy dog.").size(), 44u * 6 / 10);
+}
+
 TEST(SyntheticTokenizer, RoundTripsVariedText) {
   Tokenizer tok = Tokenizer::from_json_text(build_synthetic_tokenizer().tokenizer_json);
   const std::vector<std::string> texts = {

@@ -462,6 +462,44 @@ class TokenizerAgainstReferences(unittest.TestCase):
             english = self.strings.index("The quick brown fox jumps over the lazy dog.")
             self.assertLess(len(ids[english]), 0.6 * len(self.strings[english]))
 
+    def test_synthetic_glm45_tokenizer_matches_js_implementation_and_the_glm4_layout(self):
+        # No real GLM-4.5 tokenizer.json is on npm: the layout is checked against the
+        # facts src/tern/tokenizer/synthetic.cpp cites (GLM-4's regex, its added tokens).
+        with tempfile.TemporaryDirectory() as d:
+            r = subprocess.run([TERN, "tokenize", "--write-synthetic", d, "--synthetic-family", "glm4_moe"],
+                               capture_output=True, text=True)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            ours = json.loads((Path(d) / "tokenizer.json").read_text(encoding="utf-8"))
+            self.assertIsNone(ours["normalizer"])
+            self.assertEqual(ours["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"],
+                             "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+"
+                             "[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+")
+            self.assertTrue(ours["model"]["ignore_merges"])
+            added = ours["added_tokens"]
+            self.assertEqual([t["content"] for t in added[:10]],
+                             ["<|endoftext|>", "[MASK]", "[gMASK]", "[sMASK]", "<sop>", "<eop>", "<|system|>",
+                              "<|user|>", "<|assistant|>", "<|observation|>"])
+            self.assertEqual(len(added), 36)
+            self.assertEqual([t["special"] for t in added], [True] * 18 + [False] * 18)
+            self.assertEqual([t["id"] for t in added], list(range(added[0]["id"], added[0]["id"] + 36)))
+            self.assertEqual(added[0]["id"], len(ours["model"]["vocab"]))
+            config = json.loads((Path(d) / "tokenizer_config.json").read_text(encoding="utf-8"))
+            self.assertEqual((config["eos_token"], config["pad_token"], config["tokenizer_class"]),
+                             ("<|endoftext|>", "<|endoftext|>", "PreTrainedTokenizer"))
+            self.assertTrue(config["chat_template"].startswith("[gMASK]<sop>"))
+            # The chat structure in text, as the template writes it, and its near misses.
+            extra = ["[gMASK]<sop><|system|>\nYou are terse.<|user|>\nHi<|assistant|>\n<think>Hm.</think>\nHello!",
+                     "<|assistant|>\n<think></think>\n<tool_call>f\n<arg_key>a</arg_key>\n<arg_value>1</arg_value>\n"
+                     "</tool_call><|observation|>\n<tool_response>\n20\n</tool_response>",
+                     "Hi/nothink", " <|user|> ", "<|user", "|>", "<user>", "[gMASK]x", "12345 678", "don't I'LL"]
+            ids = self.check_tokenizer("synthetic glm-4.5", Path(d), extra)
+            for s, got in zip(extra, ids[len(self.strings):]):
+                for token in ("<|user|>", "<|assistant|>", "[gMASK]", "<tool_call>", "<arg_key>", "/nothink"):
+                    tid = next(t["id"] for t in added if t["content"] == token)
+                    self.assertEqual(got.count(tid), s.count(token), f"{token} in {s!r}")
+            english = self.strings.index("The quick brown fox jumps over the lazy dog.")
+            self.assertLess(len(ids[english]), 0.6 * len(self.strings[english]))
+
     def test_synthetic_tokenizer_matches_js_implementation(self):
         with tempfile.TemporaryDirectory() as d:
             r = subprocess.run([TERN, "tokenize", "--write-synthetic", d], capture_output=True, text=True)

@@ -3,6 +3,7 @@
 #include "tern/core/error.h"
 #include "tern/runtime/chat_template.h"
 #include "tern/runtime/deepseek_chat.h"
+#include "tern/runtime/glm45_chat.h"
 #include "tern/runtime/harmony.h"
 #include "tern/runtime/plain_chat.h"
 #include "tern/tokenizer/tokenizer.h"
@@ -23,6 +24,7 @@ std::unique_ptr<ChatFormat> make_chat_format(std::string_view architecture, cons
   if (architecture == "mixtral") return make_mistral_format(tokenizer, model_stops);
   if (architecture == "olmoe") return make_tulu_format(tokenizer, model_stops);
   if (architecture == "deepseek_v3") return make_deepseek_v3_format(tokenizer, model_stops);
+  if (architecture == "glm4_moe") return make_glm45_format(tokenizer, model_stops);
   fail("no chat format for architecture '{}': its tokenizer has neither ChatML (<|im_start|>, <|im_end|>) nor "
        "harmony (<|start|>, <|channel|>, <|message|>) tokens; use `tern generate` for raw completion",
        architecture);

@@ -4,7 +4,8 @@
 // reasoning, answer text and tool calls. One implementation per model family:
 // Qwen3 ChatML (chat_template.h), OpenAI harmony for gpt-oss (harmony.h),
 // Mistral's [INST] for Mixtral and Tulu's for OLMoE (plain_chat.h) and
-// DeepSeek-V3's (deepseek_chat.h). make_chat_format() picks the model's.
+// DeepSeek-V3's (deepseek_chat.h) and GLM-4.5's (glm45_chat.h). make_chat_format()
+// picks the model's.
 // Gemma would be a further implementation of the same two classes.
 #include <cstdint>
 #include <memory>
@@ -96,7 +97,7 @@ class ChatOutputParser {
 class ChatFormat {
  public:
   virtual ~ChatFormat() = default;
-  // "qwen3-chatml", "qwen2-chatml", "harmony", "mistral-instruct", "tulu" or "deepseek-v3".
+  // "qwen3-chatml", "qwen2-chatml", "harmony", "mistral-instruct", "tulu", "deepseek-v3" or "glm-4.5".
   virtual std::string_view name() const = 0;
   // The prompt text of a conversation, special tokens spelled out: encode it
   // with special tokens allowed, as Hugging Face's apply_chat_template +
@@ -114,7 +115,7 @@ class ChatFormat {
 // harmony's <|start|>/<|channel|>/<|message|> and no ChatML tokens), Qwen3
 // ChatML for a tokenizer with <|im_start|>/<|im_end|> (Qwen2's flavour for
 // qwen2_moe), Mistral's [INST] for mixtral, Tulu's for olmoe, DeepSeek-V3's
-// for deepseek_v3; otherwise an error.
+// for deepseek_v3, GLM-4.5's for glm4_moe; otherwise an error.
 // `model_stops` are the model's configured end-of-sequence ids
 // (Engine::stop_tokens()); the format adds its own and removes ids that are
 // structure, not stops (harmony's <|end|>). The tokenizer must outlive the format.

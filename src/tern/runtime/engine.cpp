@@ -141,14 +141,17 @@ Engine::Engine(const EngineOptions& opt) {
     if (id >= 0 && id < cfg.vocab_size && std::find(stop_tokens_.begin(), stop_tokens_.end(), id) == stop_tokens_.end())
       stop_tokens_.push_back(static_cast<int32_t>(id));
   };
-  if (gen.contains("eos_token_id")) {
-    if (gen["eos_token_id"].is_number_integer()) add_stop(gen["eos_token_id"].get<int64_t>());
-    if (gen["eos_token_id"].is_array())
-      for (const auto& v : gen["eos_token_id"])
+  // eos_token_id is one id or a list (GLM-4.5's config.json lists three).
+  auto add_stops = [&](const json& file) {
+    if (!file.contains("eos_token_id")) return;
+    const json& eos = file["eos_token_id"];
+    if (eos.is_number_integer()) add_stop(eos.get<int64_t>());
+    if (eos.is_array())
+      for (const auto& v : eos)
         if (v.is_number_integer()) add_stop(v.get<int64_t>());
-  }
-  if (cfg.raw.contains("eos_token_id") && cfg.raw["eos_token_id"].is_number_integer())
-    add_stop(cfg.raw["eos_token_id"].get<int64_t>());
+  };
+  add_stops(gen);
+  add_stops(cfg.raw);
   json tok_cfg = read_json_if_exists(container_->dir() / "tokenizer_config.json");
   if (tokenizer_ && tok_cfg.contains("eos_token") && tok_cfg["eos_token"].is_string())
     add_stop(tokenizer_->token_id(tok_cfg["eos_token"].get<std::string>()));

@@ -591,7 +591,22 @@ const SynthFamily& find_synth_family(const std::string& architecture) {
       "",
       {{"do_sample", true}, {"temperature", 0.3}, {"top_p", 0.95}, {"transformers_version", "4.46.3"}},
       {{"num_experts", {"n_routed_experts"}}}};
+  // GLM-4.5: byte-level BPE; no bos (the chat template writes [gMASK]<sop>);
+  // <|endoftext|>, <|user|> and <|observation|> end a reply, as its
+  // config.json and generation_config.json list them; <|endoftext|> pads.
+  static const SynthFamily glm4_moe{
+      SyntheticSpecials::Glm45,
+      {{"eos_token_id", "<|endoftext|>"},
+       {"eos_token_id", "<|user|>"},
+       {"eos_token_id", "<|observation|>"},
+       {"pad_token_id", "<|endoftext|>"}},
+      {"<|endoftext|>", "<|user|>", "<|observation|>"},
+      "",
+      "<|endoftext|>",
+      {{"transformers_version", "4.54.0"}},
+      {{"num_experts", {"n_routed_experts"}}}};
   if (architecture == "gpt_oss") return gpt_oss;
+  if (architecture == "glm4_moe") return glm4_moe;
   if (architecture == "deepseek_v3") return deepseek_v3;
   if (architecture == "olmoe") return olmoe;
   if (architecture == "qwen2_moe") return qwen2_moe;

@@ -24,10 +24,11 @@ struct SynthPreset {
 // --experts, --moe-ffn, --top-k) are spelled in this family's config.json.
 struct SynthFamily {
   SyntheticSpecials specials;
-  // config.json fields set to the id of a token piece, e.g. {"eos_token_id", "<|im_end|>"}.
+  // config.json fields set to the id of a token piece, e.g. {"eos_token_id", "<|im_end|>"};
+  // a field named more than once becomes a list of ids.
   std::vector<std::pair<std::string, std::string>> config_token_ids;
   std::vector<std::string> eos;  // generation_config eos_token_id (present ones)
-  std::string bos, pad;          // generation_config bos/pad_token_id (pad empty: none)
+  std::string bos, pad;          // generation_config bos/pad_token_id (empty: none)
   nlohmann::json generation;     // other generation_config fields
   // generic field -> this family's fields (each set to the value)
   std::vector<std::pair<std::string, std::vector<std::string>>> field_aliases;

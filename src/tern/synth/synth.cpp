@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <set>
 #include <vector>
 
 #include "tern/core/error.h"
@@ -227,7 +228,17 @@ SynthResult synthesize_model(const SynthOptions& opt) {
   Tokenizer tok = Tokenizer::load(tmp.path / "tokenizer.json");
 
   json config = synth_config(opt, tok.vocab_size());
-  for (const auto& [field, piece] : family.config_token_ids) config[field] = token_id_for(tok, family, piece);
+  // A field named more than once becomes a list (GLM-4.5's eos_token_id).
+  std::set<std::string> token_fields;
+  for (const auto& [field, piece] : family.config_token_ids) {
+    const int32_t id = token_id_for(tok, family, piece);
+    if (token_fields.insert(field).second) {
+      config[field] = id;
+      continue;
+    }
+    if (!config[field].is_array()) config[field] = json::array({config[field]});
+    config[field].push_back(id);
+  }
   ModelConfig cfg = parse_model_config(config, "synthesized config.json");
   const CheckpointDecls decls = arch.tensors(cfg, layout);
 
@@ -269,7 +280,7 @@ SynthResult synthesize_model(const SynthOptions& opt) {
                       json{{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}}.dump(2));
 
   json generation = family.generation;
-  generation["bos_token_id"] = token_id_for(tok, family, family.bos);
+  if (!family.bos.empty()) generation["bos_token_id"] = token_id_for(tok, family, family.bos);
   if (!family.pad.empty()) generation["pad_token_id"] = token_id_for(tok, family, family.pad);
   json eos = json::array();
   for (const std::string& piece : family.eos)

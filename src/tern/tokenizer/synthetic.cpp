@@ -8,6 +8,7 @@
 #include "tern/core/error.h"
 #include "tern/tokenizer/bpe_trainer.h"
 #include "tern/tokenizer/deepseek_v3_chat_template.h"
+#include "tern/tokenizer/glm45_chat_template.h"
 #include "tern/tokenizer/mixtral_chat_template.h"
 #include "tern/tokenizer/pre_tokenizer.h"
 #include "tern/tokenizer/qwen3_chat_template.h"
@@ -301,11 +302,132 @@ SyntheticTokenizer build_deepseek_v3_tokenizer(const SyntheticTokenizerOptions& 
   out.pad_id = 1;  // pad_token is the eos
   return out;
 }
+
+// GLM-4.5's tokenizer.json layout. No copy of the real file is reachable
+// offline; its structure is taken from (code index, read 2026-12):
+//  - the GLM-4 split regex: THUDM's glm-4-9b-chat tokenization_chatglm.py
+//    (pat_str) and a third-party validator pinned to zai-org/GLM-4.7-Flash's
+//    tokenizer.json (same GLM-4 tokenizer family, larger vocabulary), which
+//    also gives the pre-tokenizer Sequence, normalizer null, the ByteLevel
+//    post-processor/decoder settings, BPE with ignore_merges true and
+//    continuing_subword_prefix/end_of_word_suffix null, merges as pairs,
+//    added tokens all normalized false with only the first 18 special, and
+//    the tokenizer_config.json fields (PreTrainedTokenizer, eos = pad =
+//    <|endoftext|>, padding_side left, additional_special_tokens = the 18);
+//  - the added tokens' order and GLM-4.5's ids: glm-4-9b-chat's
+//    special_tokens (<|endoftext|> 151329 .. <|end_of_video|> 151342),
+//    llama.cpp's GGUF metadata of GLM-4.5-Air / GLM-4.5 (bos [gMASK] 151331,
+//    eos/pad <|endoftext|> 151329, eot <|user|> 151336, eom <|observation|>
+//    151338, FIM <|code_prefix|> 151347, <|code_middle|> 151348,
+//    <|code_suffix|> 151349, 151552 rows in the embedding), GLM-4.5V's config
+//    (<|image|> 151363, <|video|> 151364) and the GLM-4.7-Flash list for the
+//    rest, the same order from 154820 there.
+// Not verified: that GLM-4.5's own file matches GLM-4.7-Flash's in every
+// field above (post-processor, decoder, ignore_merges, config field set), and
+// model_max_length (128000 in GLM-4.7-Flash's; options.model_max_length here).
+constexpr std::string_view kGlm4Pattern =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+// Its added tokens in id order; the first 18 are special.
+constexpr std::string_view kGlm45AddedTokens[] = {
+    "<|endoftext|>",   "[MASK]",          "[gMASK]",          "[sMASK]",
+    "<sop>",           "<eop>",           "<|system|>",       "<|user|>",
+    "<|assistant|>",   "<|observation|>", "<|begin_of_image|>", "<|end_of_image|>",
+    "<|begin_of_video|>", "<|end_of_video|>", "<|begin_of_audio|>", "<|end_of_audio|>",
+    "<|begin_of_transcription|>", "<|end_of_transcription|>", "<|code_prefix|>", "<|code_middle|>",
+    "<|code_suffix|>", "<think>",         "</think>",         "<tool_call>",
+    "</tool_call>",    "<tool_response>", "</tool_response>", "<arg_key>",
+    "</arg_key>",      "<arg_value>",     "</arg_value>",     "/nothink",
+    "<|begin_of_box|>", "<|end_of_box|>", "<|image|>",        "<|video|>",
+};
+constexpr size_t kGlm45SpecialCount = 18;
+
+SyntheticTokenizer build_glm45_tokenizer(const SyntheticTokenizerOptions& options) {
+  ordered_json level = byte_level(false);
+  level["trim_offsets"] = true;
+  const ordered_json pre = {
+      {"type", "Sequence"},
+      {"pretokenizers",
+       ordered_json::array({{{"type", "Split"},
+                             {"pattern", {{"Regex", kGlm4Pattern}}},
+                             {"behavior", "Isolated"},
+                             {"invert", false}},
+                            level})}};
+  BpeVocabulary bpe = train_byte_level_bpe(kSyntheticTokenizerCorpus, PreTokenizer::from_json(pre), options.merges);
+
+  ordered_json vocab = ordered_json::object();
+  for (size_t i = 0; i < bpe.tokens.size(); ++i) vocab[bpe.tokens[i]] = i;
+  ordered_json merges = ordered_json::array();
+  for (const auto& [a, b] : bpe.merges) merges.push_back(ordered_json::array({a, b}));
+
+  SyntheticTokenizer out;
+  ordered_json added = ordered_json::array();
+  ordered_json added_decoder = ordered_json::object();
+  ordered_json additional_special = ordered_json::array();
+  auto id = static_cast<int32_t>(bpe.tokens.size());
+  for (size_t k = 0; k < std::size(kGlm45AddedTokens); ++k) {
+    const QwenAddedToken t{kGlm45AddedTokens[k], k < kGlm45SpecialCount};
+    ordered_json entry = {{"id", id}};
+    entry.update(added_token_fields(t));
+    added.push_back(entry);
+    added_decoder[std::to_string(id)] = {{"content", t.content}, {"lstrip", false},      {"normalized", false},
+                                         {"rstrip", false},      {"single_word", false}, {"special", t.special}};
+    if (t.special) additional_special.push_back(t.content);
+    if (t.content == "<|endoftext|>") out.eos_id = out.pad_id = id;
+    ++id;
+  }
+  ordered_json prefix_level = {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", false},
+                               {"use_regex", true}};
+  ordered_json decoder = prefix_level;
+  decoder["trim_offsets"] = true;
+  ordered_json tokenizer = {
+      {"version", "1.0"},
+      {"truncation", nullptr},
+      {"padding", nullptr},
+      {"added_tokens", added},
+      {"normalizer", nullptr},
+      {"pre_tokenizer", pre},
+      {"post_processor", prefix_level},
+      {"decoder", decoder},
+      {"model",
+       {{"type", "BPE"},
+        {"dropout", nullptr},
+        {"unk_token", nullptr},
+        {"continuing_subword_prefix", nullptr},
+        {"end_of_word_suffix", nullptr},
+        {"fuse_unk", false},
+        {"byte_fallback", false},
+        {"ignore_merges", true},
+        {"vocab", vocab},
+        {"merges", merges}}},
+  };
+  // GLM-4.5's fields (sorted, as transformers writes them); the chat template
+  // is in the file, as in GLM-4.5's first release (later revisions moved it
+  // to chat_template.jinja).
+  ordered_json config = {
+      {"added_tokens_decoder", added_decoder},
+      {"additional_special_tokens", additional_special},
+      {"chat_template", kGlm45ChatTemplate},
+      {"clean_up_tokenization_spaces", false},
+      {"do_lower_case", false},
+      {"eos_token", "<|endoftext|>"},
+      {"extra_special_tokens", ordered_json::object()},
+      {"model_max_length", options.model_max_length},
+      {"pad_token", "<|endoftext|>"},
+      {"padding_side", "left"},
+      {"remove_space", false},
+      {"tokenizer_class", "PreTrainedTokenizer"},
+  };
+  out.tokenizer_json = tokenizer.dump(2) + "\n";
+  out.tokenizer_config_json = config.dump(2) + "\n";
+  out.vocab_size = id;
+  return out;
+}
 }  // namespace
 
 SyntheticTokenizer build_synthetic_tokenizer(const SyntheticTokenizerOptions& options) {
   if (options.specials == SyntheticSpecials::Mistral) return build_mistral_tokenizer(options);
   if (options.specials == SyntheticSpecials::DeepseekV3) return build_deepseek_v3_tokenizer(options);
+  if (options.specials == SyntheticSpecials::Glm45) return build_glm45_tokenizer(options);
   const bool harmony = options.specials == SyntheticSpecials::Harmony;
   const bool olmoe = options.specials == SyntheticSpecials::Olmoe;
   const bool qwen2 = options.specials == SyntheticSpecials::Qwen2;

@@ -6,7 +6,8 @@
 // family's added tokens appended after the vocabulary; Mistral — the legacy
 // SentencePiece-style BPE with byte fallback of Mistral-7B/Mixtral-8x7B;
 // DeepSeek-V3 — a Sequence of Split pre-tokenizers before ByteLevel, its
-// sentence tokens at ids 0..2. Merges are learned from an embedded corpus.
+// sentence tokens at ids 0..2; GLM-4.5 — GLM-4's Split and ByteLevel, its
+// 36 added tokens after the vocabulary. Merges are learned from an embedded corpus.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -61,6 +62,23 @@ enum class SyntheticSpecials {
   // add_bos_token, bos/eos/pad as {"__type": "AddedToken", ...} objects with
   // pad = eos = <｜end▁of▁sentence｜>, its chat template.
   DeepseekV3,
+  // GLM-4.5 (GLM-4.5, GLM-4.5-Air, GLM-4.6; the GLM-4 tokenizer): no
+  // normalizer; pre-tokenizer a Sequence of one Split (GLM-4's regex, Qwen2's
+  // with \p{N}{1,3}; Isolated) then ByteLevel (trim_offsets, no regex);
+  // ByteLevel post-processor and decoder with add_prefix_space true; BPE
+  // with ignore_merges true, merges as ["a", "b"] pairs. After the learned
+  // vocabulary, its 36 added tokens (real ids 151329..151364) in the same
+  // order: <|endoftext|> [MASK] [gMASK] [sMASK] <sop> <eop> <|system|>
+  // <|user|> <|assistant|> <|observation|> <|begin_of_image|> ...
+  // <|end_of_transcription|> (these 18 special), then <|code_prefix|>
+  // <|code_middle|> <|code_suffix|> <think> </think> <tool_call> </tool_call>
+  // <tool_response> </tool_response> <arg_key> </arg_key> <arg_value>
+  // </arg_value> /nothink <|begin_of_box|> <|end_of_box|> <|image|> <|video|>
+  // (not special); none normalized. tokenizer_config.json as GLM-4.5's:
+  // PreTrainedTokenizer, eos = pad = <|endoftext|>, no bos (the chat
+  // template writes [gMASK]<sop> itself), padding_side left, its chat
+  // template (glm45_chat_template.h). Sources: synthetic.cpp.
+  Glm45,
 };
 
 struct SyntheticTokenizerOptions {
@@ -77,9 +95,11 @@ struct SyntheticTokenizer {
   std::string tokenizer_json;         // Hugging Face tokenizer.json text
   std::string tokenizer_config_json;  // tokenizer_config.json text (chat template, eos/pad)
   int32_t vocab_size = 0;             // max id + 1, including added tokens
-  // <|im_end|> (Harmony: <|return|>, Mistral: </s>, Olmoe: <|endoftext|>, DeepseekV3: <｜end▁of▁sentence｜> = 1)
+  // <|im_end|> (Harmony: <|return|>, Mistral: </s>, Olmoe: <|endoftext|>, DeepseekV3: <｜end▁of▁sentence｜> = 1,
+  // Glm45: <|endoftext|>)
   int32_t eos_id = -1;
-  // <|endoftext|> (Mistral: -1, it has no pad token; Olmoe: <|padding|>; DeepseekV3: its pad_token, the eos, 1)
+  // <|endoftext|> (Mistral: -1, it has no pad token; Olmoe: <|padding|>; DeepseekV3: its pad_token, the eos, 1;
+  // Glm45: <|endoftext|>, its eos)
   int32_t pad_id = -1;
 };
 
