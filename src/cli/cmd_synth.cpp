@@ -55,6 +55,10 @@ void add_synth_command(CLI::App& app) {
   cmd->add_option("--layout", opt->layout,
                   "Checkpoint layout, for architectures published in several (gpt_oss: mxfp4 as released, the "
                   "default; float: dequantized experts)");
+  cmd->add_option("--fp8", opt->fp8_block,
+                  "Write the decoder's projections as block-scaled FP8 (F8_E4M3 + F32 *_scale_inv per NxN "
+                  "block) as DeepSeek-V3 and the -FP8 releases ship them; DeepSeek uses 128")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 16));
   cmd->add_option("--tokenizer", opt->tokenizer, "Use this tokenizer.json instead of the built-in small BPE");
   cmd->add_option("--shard-size", *shard, "Maximum safetensors shard size (e.g. 2G)")->default_val("4G");
   for (const auto& f : int_flags) {

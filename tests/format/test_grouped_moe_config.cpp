@@ -112,9 +112,46 @@ TEST(DeepseekV3Config, RefusalsNameTheField) {
   json lin = j;
   lin["rope_scaling"] = {{"type", "linear"}, {"factor", 2.0}};
   expect_error([&] { parse_ds(lin); }, {"'rope_scaling'", "yarn"});
-  // The FP8 release: refused with what to do instead.
-  expect_error([&] { parse_ds(ds_with(j, "quantization_config", {{"quant_method", "fp8"}})); },
-               {"'quantization_config'", "fp8", "BF16"});
+}
+
+// The FP8 release's quantization_config, as DeepSeek-V3/R1 and Kimi-K2 ship it.
+json fp8_config() {
+  return {{"activation_scheme", "dynamic"}, {"fmt", "e4m3"}, {"quant_method", "fp8"},
+          {"weight_block_size", {128, 128}}};
+}
+
+TEST(DeepseekV3Config, Fp8ReleaseGivesItsBlocks) {
+  const json j = ds_released("deepseek-v3");
+  EXPECT_FALSE(parse_ds(j).fp8.present());
+  const ModelConfig c = parse_ds(ds_with(j, "quantization_config", fp8_config()));
+  EXPECT_EQ(c.fp8.rows, 128);
+  EXPECT_EQ(c.fp8.cols, 128);
+  json q = fp8_config();
+  q["weight_block_size"] = {64, 32};
+  EXPECT_EQ(parse_ds(ds_with(j, "quantization_config", q)).fp8.cols, 32);
+}
+
+TEST(DeepseekV3Config, OtherQuantizationsAreRefusedNamingThem) {
+  const json j = ds_released("deepseek-v3");
+  auto with_q = [&](auto edit) {
+    json q = fp8_config();
+    edit(q);
+    return ds_with(j, "quantization_config", q);
+  };
+  expect_error([&] { parse_ds(with_q([](json& q) { q["fmt"] = "e5m2"; })); }, {"'quantization_config'", "e5m2"});
+  expect_error([&] { parse_ds(with_q([](json& q) { q.erase("weight_block_size"); })); },
+               {"'quantization_config'", "weight_block_size"});
+  expect_error([&] { parse_ds(with_q([](json& q) { q["weight_block_size"] = {128}; })); },
+               {"'quantization_config'", "weight_block_size"});
+  expect_error([&] { parse_ds(with_q([](json& q) { q["weight_block_size"] = {0, 128}; })); },
+               {"'quantization_config'", "[0, 128]"});
+  expect_error([&] { parse_ds(ds_with(j, "quantization_config", {{"quant_method", "awq"}})); },
+               {"'quantization_config'", "awq", "BF16"});
+  expect_error([&] { parse_ds(ds_with(j, "quantization_config", "fp8")); }, {"'quantization_config'"});
+  // The same reader serves every Llama-style architecture.
+  expect_error([&] { parse_ds(ds_with(ds_released("glm-4.5", "glm4_moe"), "quantization_config",
+                                      {{"quant_method", "compressed-tensors"}})); },
+               {"'quantization_config'", "compressed-tensors"});
 }
 
 TEST(Glm4MoeConfig, AsReleased) {

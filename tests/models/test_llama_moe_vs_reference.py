@@ -4,8 +4,9 @@ references (tools/reference/llama_moe.py, deepseek_v3.py, glm4_moe.py, which
 share no code with the engine; deepseek_v3.py runs MLA the way transformers does,
 expanding every position's keys and values, where Tern attends in the latent
 space), on synthetic models of several shapes per architecture: logits at
-every position within a stated tolerance, identical greedy continuations,
-and quantized installs that stay close.
+every position within a stated tolerance (DeepSeek-V3 also from its FP8
+release's layout), identical greedy continuations, and quantized installs
+that stay close.
 
 Tolerance: Tern computes in F32 over the stored weights (exactly representable
 in float64), so the difference is F32 rounding: we require
@@ -90,6 +91,9 @@ SHAPES = {
                                      "--set", "topk_group=7", "--set", "n_shared_experts=2",
                                      "--set", "qk_rope_head_dim=24", "--set", "qk_nope_head_dim=8",
                                      "--set", "kv_lora_rank=48", "--seed", "13"]),
+        # the FP8 release's layout (F8_E4M3 projections, F32 scales per block), installed as F32;
+        # blocks of 24 leave partial blocks at every matrix's edges
+        ("tiny-fp8-block24", ["--preset", "tiny", "--fp8", "24", "--seed", "7"]),
         ("small-bf16", ["--preset", "small", "--seed", "2"]),
     ],
     "glm4_moe": [
@@ -121,7 +125,9 @@ class LlamaMoeVsReference(TernTestCase):
         if not os.path.exists(hf):
             run("synth", "--arch", arch, "-o", hf, "-q", *flags)
         out = self.path(f"{arch}-{name}{'-'.join([''] + list(install_flags[1::2]))}.tern")
-        run("install", hf, "-o", out, "-q", *(install_flags or ("--expert-quant", "source", "--trunk-quant", "source")))
+        # FP8 sources' own format is BF16 (DeepSeek's conversion), so they are compared installed as F32.
+        own = "f32" if "--fp8" in flags else "source"
+        run("install", hf, "-o", out, "-q", *(install_flags or ("--expert-quant", own, "--trunk-quant", own)))
         return hf, out
 
     def tern_logits(self, model, ids):

@@ -66,7 +66,20 @@ __all__ = [
 # safetensors
 # --------------------------------------------------------------------------------------------
 
-_DTYPE_SIZES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2}
+_DTYPE_SIZES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "F8_E4M3": 1}
+
+
+def _e4m3_table() -> np.ndarray:
+    """float64 value of every FP8 E4M3 ("fn") byte: sign, 4 exponent bits (bias 7), 3 mantissa
+    bits; exponent 0 is subnormal (m/8 * 2^-6); S.1111.111 is NaN; no infinities."""
+    b = np.arange(256)
+    e, m = (b >> 3) & 15, (b & 7).astype(np.float64)
+    v = np.where(e == 0, m / 8.0 * 2.0 ** -6, (1.0 + m / 8.0) * 2.0 ** (e.astype(np.float64) - 7))
+    v[(e == 15) & (b & 7 == 7)] = np.nan
+    return np.where(b & 0x80, -v, v)
+
+
+E4M3_VALUES = _e4m3_table()
 
 
 def read_safetensors_header(path: str):
@@ -91,7 +104,8 @@ def read_safetensors_header(path: str):
 
 
 class SafetensorsFile:
-    """Minimal safetensors reader: F64/F32/F16/BF16 tensors, returned as float64 arrays."""
+    """Minimal safetensors reader: F64/F32/F16/BF16 tensors, returned as float64 arrays (F8_E4M3:
+    the codes' values, unscaled; TensorStore applies the block scales)."""
 
     def __init__(self, path: str):
         self.path = path
@@ -136,6 +150,8 @@ class SafetensorsFile:
             arr = np.frombuffer(data, dtype="<f2")
         elif dtype == "F32":
             arr = np.frombuffer(data, dtype="<f4")
+        elif dtype == "F8_E4M3":
+            arr = E4M3_VALUES[np.frombuffer(data, dtype=np.uint8)]
         else:  # F64
             arr = np.frombuffer(data, dtype="<f8")
         return arr.astype(np.float64).reshape(shape)
@@ -175,7 +191,22 @@ class TensorStore:
     def get(self, name: str) -> np.ndarray:
         if name not in self.where:
             raise KeyError(f"tensor {name} not found in {self.model_dir}")
-        return self.files[self.where[name]].get(name)
+        f = self.files[self.where[name]]
+        w = f.get(name)
+        if f.entries[name]["dtype"] != "F8_E4M3":
+            return w
+        # Fine-grained FP8 (DeepSeek-V3's weight_dequant): value = code * scale of its
+        # weight_block_size block, the scales in "<name>_scale_inv".
+        with open(os.path.join(self.model_dir, "config.json")) as cf:
+            q = json.load(cf).get("quantization_config") or {}
+        if q.get("quant_method") != "fp8":
+            raise ValueError(f"{name} is F8_E4M3 but config.json has no fp8 quantization_config")
+        br, bc = q["weight_block_size"]
+        s = self.get(name + "_scale_inv")
+        if np.isnan(w).any():
+            raise ValueError(f"{name}: FP8 NaN code")
+        full = np.repeat(np.repeat(s, br, axis=0), bc, axis=1)[: w.shape[0], : w.shape[1]]
+        return w * full
 
 
 # --------------------------------------------------------------------------------------------

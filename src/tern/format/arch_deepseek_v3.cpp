@@ -37,11 +37,6 @@ void parse_deepseek_v3(const ConfigReader& r, ModelConfig& cfg) {
   namespace lim = config_limits;
   read_decoder_fields(r, cfg);
   read_norm_rope_fields(r, cfg, 1e-6, 10000.0, 4096);
-  if (r.raw().contains("quantization_config") && r.raw()["quantization_config"].is_object())
-    r.invalid("quantization_config",
-              fmt::format("is {}; Tern reads DeepSeek-V3 checkpoints in BF16/F16/F32 (the FP8 release must be "
-                          "converted to BF16 first)",
-                          json_excerpt(r.raw()["quantization_config"].value("quant_method", "?"))));
   if (cfg.rope_scaling && cfg.rope_scaling->type != "default" && cfg.rope_scaling->type != "yarn")
     r.invalid("rope_scaling", fmt::format("has type {}; Tern runs deepseek_v3 with yarn or without scaling",
                                           json_excerpt(cfg.rope_scaling->type)));

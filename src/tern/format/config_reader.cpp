@@ -166,6 +166,35 @@ void read_decoder_fields(const ConfigReader& r, ModelConfig& cfg) {
   cfg.max_position_embeddings = r.get_int("max_position_embeddings", 2048);
   r.require_range("max_position_embeddings", cfg.max_position_embeddings, 1, lim::kMaxPositions);
   cfg.tie_word_embeddings = r.get_bool("tie_word_embeddings", false);
+  read_weight_quantization(r, cfg);
+}
+
+void read_weight_quantization(const ConfigReader& r, ModelConfig& cfg) {
+  if (!r.has("quantization_config")) return;
+  const nlohmann::json& q = r.raw()["quantization_config"];
+  const std::string method = q.is_object() && q.contains("quant_method") && q["quant_method"].is_string()
+                                 ? q["quant_method"].get<std::string>()
+                                 : "";
+  if (method == "mxfp4") return;  // the architecture's (gpt_oss) to accept or refuse
+  if (method != "fp8")
+    r.invalid("quantization_config",
+              fmt::format("is {}; Tern installs float checkpoints (F32/BF16/F16), fine-grained FP8 (quant_method "
+                          "\"fp8\") and gpt-oss's MXFP4 (\"mxfp4\"); convert other quantizations to BF16 first",
+                          json_excerpt(q)));
+  const std::string fmt_name = q.value("fmt", "e4m3");
+  if (fmt_name != "e4m3")
+    r.invalid("quantization_config", fmt::format("has fmt {}; Tern reads FP8 weights as e4m3", json_excerpt(fmt_name)));
+  if (!q.contains("weight_block_size") || !q["weight_block_size"].is_array() || q["weight_block_size"].size() != 2 ||
+      !q["weight_block_size"][0].is_number_integer() || !q["weight_block_size"][1].is_number_integer())
+    r.invalid("quantization_config",
+              fmt::format("has weight_block_size {}; Tern reads block-scaled FP8 ([rows, cols], e.g. [128, 128])",
+                          json_excerpt(q.value("weight_block_size", nlohmann::json()))));
+  cfg.fp8.rows = q["weight_block_size"][0].get<int64_t>();
+  cfg.fp8.cols = q["weight_block_size"][1].get<int64_t>();
+  constexpr int64_t kMaxBlock = 1 << 16;
+  if (cfg.fp8.rows < 1 || cfg.fp8.cols < 1 || cfg.fp8.rows > kMaxBlock || cfg.fp8.cols > kMaxBlock)
+    r.invalid("quantization_config",
+              fmt::format("has weight_block_size [{}, {}]; each must be in [1, {}]", cfg.fp8.rows, cfg.fp8.cols, kMaxBlock));
 }
 
 void read_norm_rope_fields(const ConfigReader& r, ModelConfig& cfg, double rms_norm_eps, double rope_theta,

@@ -46,8 +46,13 @@ class ConfigReader {
 // Reads the fields of a Llama-style decoder (hidden_size, num_hidden_layers,
 // num_attention_heads, num_key_value_heads, head_dim, rms_norm_eps,
 // rope_theta, rope_scaling, max_position_embeddings, vocab_size,
-// tie_word_embeddings, attention_bias) and validates them.
+// tie_word_embeddings, attention_bias) and validates them, and
+// quantization_config (read_weight_quantization).
 void read_decoder_fields(const ConfigReader& r, ModelConfig& cfg);
+// quantization_config: "fp8" (fmt e4m3, weight_block_size [rows, cols]) fills
+// cfg.fp8; "mxfp4" is left to the architecture (gpt_oss reads it); any other
+// method is refused naming it.
+void read_weight_quantization(const ConfigReader& r, ModelConfig& cfg);
 // rms_norm_eps, rope_theta and max_position_embeddings with a family's own
 // defaults (transformers' config class for it), validated.
 void read_norm_rope_fields(const ConfigReader& r, ModelConfig& cfg, double rms_norm_eps, double rope_theta,

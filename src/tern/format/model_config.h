@@ -122,6 +122,16 @@ struct ModelConfig {
     bool present() const { return kv_lora_rank > 0; }
   } mla;
 
+  // Fine-grained FP8 weights (quantization_config quant_method "fp8", as
+  // DeepSeek-V3/R1, Kimi-K2 and Qwen3's -FP8 releases ship): a projection is
+  // F8_E4M3 [out, in] with "<name>_scale_inv" [ceil(out / rows), ceil(in /
+  // cols)], value = e4m3 x scale of its block. 0: no FP8 weights. The
+  // installer dequantizes them; the engine never sees FP8.
+  struct Fp8Blocks {
+    int64_t rows = 0, cols = 0;
+    bool present() const { return rows > 0; }
+  } fp8;
+
   nlohmann::json raw;  // the config.json as read
 
   // Whether layer `layer` routes to experts (else it has a dense MLP).

@@ -60,7 +60,33 @@ struct Planned {
   const TensorInfo* src;
   TensorFormat from;
   TensorFormat to;
+  const TensorInfo* fp8_scales = nullptr;  // an FP8 weight's "<name>_scale_inv"
 };
+
+// The scales of a fine-grained FP8 weight (F8_E4M3 [out, in]), checked
+// against the weight and config.json's weight_block_size; the storage
+// format's starting point is BF16, as DeepSeek's own conversion writes.
+const TensorInfo* fp8_scales_of(const fs::path& source, const ModelConfig& cfg, const SafetensorsCheckpoint& ck,
+                                const TensorInfo& t) {
+  if (!cfg.fp8.present())
+    fail("{}: tensor '{}' is F8_E4M3 but config.json has no fp8 quantization_config (weight_block_size) to read it "
+         "with",
+         source.string(), t.name);
+  if (t.shape.size() != 2)
+    fail("{}: tensor '{}' is F8_E4M3 {}; Tern reads FP8 weights as [out, in] matrices", source.string(), t.name,
+         shape_str(t.shape));
+  const std::string name = t.name + "_scale_inv";
+  const TensorInfo* s = ck.find(name);
+  if (!s) fail("{}: tensor '{}' is F8_E4M3 but its scales '{}' are missing from the checkpoint", source.string(), t.name, name);
+  if (s->dtype != DType::F32 && s->dtype != DType::BF16 && s->dtype != DType::F16)
+    fail("{}: tensor '{}' has dtype {}; FP8 scales are F32, BF16 or F16", source.string(), name, dtype_name(s->dtype));
+  const std::vector<int64_t> want{(t.shape[0] + cfg.fp8.rows - 1) / cfg.fp8.rows,
+                                  (t.shape[1] + cfg.fp8.cols - 1) / cfg.fp8.cols};
+  if (s->shape != want)
+    fail("{}: tensor '{}' has shape {} but '{}' {} in blocks of weight_block_size [{}, {}] implies {}", source.string(),
+         name, shape_str(s->shape), t.name, shape_str(t.shape), cfg.fp8.rows, cfg.fp8.cols, shape_str(want));
+  return s;
+}
 
 // The format a matrix with rows of `row` elements is stored in, given the
 // request; a fallback is noted once per `what`.
@@ -121,6 +147,7 @@ InstallResult install_model(const InstallOptions& opt) {
 
   // Match every declared tensor to the checkpoint; trunk tensors get their storage format.
   std::unordered_map<std::string_view, const TensorInfo*> sources;
+  std::unordered_map<std::string_view, const TensorInfo*> fp8_scales;  // FP8 weight -> its scales
   std::vector<Planned> plan;
   std::set<std::string> notes;
   uint64_t total_bytes = 0;
@@ -136,11 +163,18 @@ InstallResult install_model(const InstallOptions& opt) {
     if (t->shape != d.shape)
       fail("{}: tensor '{}' has shape {} but config.json implies {} = {}", opt.source.string(), d.name,
            shape_str(t->shape), shape_str(d.shape), dim_fields_str(d));
+    const TensorInfo* fp8 = nullptr;
     if (d.encoding == TensorEncoding::Float) {
-      if (t->dtype != DType::F32 && t->dtype != DType::BF16 && t->dtype != DType::F16)
-        fail("{}: tensor '{}' has dtype {}; install supports F32, BF16 and F16 weights (and U8 only as MXFP4 "
-             "blocks and scales)",
+      if (t->dtype == DType::F8_E4M3) {
+        fp8 = fp8_scales_of(opt.source, cfg, ck, *t);
+        fp8_scales.emplace(d.name, fp8);
+        sources.emplace(fp8->name, fp8);
+        total_bytes += fp8->nbytes;
+      } else if (t->dtype != DType::F32 && t->dtype != DType::BF16 && t->dtype != DType::F16) {
+        fail("{}: tensor '{}' has dtype {}; install supports F32, BF16 and F16 weights, F8_E4M3 with block scales "
+             "(fp8 quantization_config), and U8 only as MXFP4 blocks and scales",
              opt.source.string(), d.name, dtype_name(t->dtype));
+      }
     } else if (t->dtype != DType::U8) {
       fail("{}: tensor '{}' has dtype {}; MXFP4 {} are U8", opt.source.string(), d.name, dtype_name(t->dtype),
            d.encoding == TensorEncoding::Mxfp4Blocks ? "blocks" : "scales");
@@ -149,7 +183,7 @@ InstallResult install_model(const InstallOptions& opt) {
     total_bytes += t->nbytes;
     if (d.is_expert) continue;
     if (d.encoding != TensorEncoding::Float) fail("{}: tensor '{}': a trunk tensor must be float", cfg.architecture, d.name);
-    TensorFormat from = format_for_dtype(t->dtype);
+    TensorFormat from = fp8 ? TensorFormat::BF16 : format_for_dtype(t->dtype);
     TensorFormat to = storage_format(d.name, d.shape.back(), keeps_full_precision(d), from, opt.trunk_format,
                                      opt.trunk_fallback, notes);
     if (!can_convert(from, to) && !is_quantized(to))
@@ -160,7 +194,7 @@ InstallResult install_model(const InstallOptions& opt) {
       fail("tensor '{}' {}: {}; choose another format (q4_0, q8_0 have 32-element blocks)", d.name,
            shape_str(d.shape), e.what());
     }
-    plan.push_back({&d, t, from, to});
+    plan.push_back({&d, t, from, to, fp8});
   }
   size_t extra = 0;
   for (const auto& name : ck.names())
@@ -179,15 +213,20 @@ InstallResult install_model(const InstallOptions& opt) {
     const SectionDecl* decl;
     SourceGeometry geometry;
     const TensorInfo* src;
-    const TensorInfo* scales;
+    const TensorInfo* scales;  // MXFP4 scales, or an FP8 source's
     TensorFormat from, to;
+    bool fp8 = false;
   };
   auto plan_section = [&](const SectionDecl& s) {
     SectionPlan sp{&s, section_source_geometry(s, decl_index), nullptr, nullptr, TensorFormat::F32, TensorFormat::F32};
     sp.src = sources.at(sp.geometry.tensor->name);
     if (sp.geometry.scales) sp.scales = sources.at(sp.geometry.scales->name);
     const bool mxfp4 = sp.geometry.tensor->encoding == TensorEncoding::Mxfp4Blocks;
-    sp.from = mxfp4 ? TensorFormat::MXFP4 : format_for_dtype(sp.src->dtype);
+    if (auto f = fp8_scales.find(sp.geometry.tensor->name); f != fp8_scales.end()) {
+      sp.fp8 = true;
+      sp.scales = f->second;
+    }
+    sp.from = mxfp4 ? TensorFormat::MXFP4 : sp.fp8 ? TensorFormat::BF16 : format_for_dtype(sp.src->dtype);
     const std::string what = fmt::format("expert section '{}'", s.name);
     if (s.shape.size() == 1) {
       sp.to = TensorFormat::F32;  // vectors in records are F32 (the engine reads them in place)
@@ -246,8 +285,12 @@ InstallResult install_model(const InstallOptions& opt) {
     const auto rows = static_cast<int64_t>(p.src->numel() / static_cast<uint64_t>(row));
     const uint64_t in_row = p.src->nbytes / static_cast<uint64_t>(std::max<int64_t>(1, rows));
     const uint64_t out_row = static_cast<uint64_t>(format_bytes(p.to, {row}));
-    const auto rows_per_job =
+    auto rows_per_job =
         static_cast<int64_t>(std::max<uint64_t>(1, kChunkBytes / std::max<uint64_t>({1, in_row, out_row})));
+    // FP8: whole blocks of rows per job, with the scale rows they use.
+    const int64_t block_rows = p.fp8_scales ? cfg.fp8.rows : 1;
+    rows_per_job = std::max(block_rows, rows_per_job / block_rows * block_rows);
+    const uint64_t scale_row = p.fp8_scales ? p.fp8_scales->nbytes / static_cast<uint64_t>(p.fp8_scales->shape[0]) : 0;
     const int64_t chunks = std::max<int64_t>(1, (rows + rows_per_job - 1) / rows_per_job);
     for (int64_t c = 0; c < chunks; ++c) {
       const int64_t first = c * rows_per_job;
@@ -256,16 +299,29 @@ InstallResult install_model(const InstallOptions& opt) {
       InstallJob job;
       job.inputs.push_back(source_range(p, static_cast<uint64_t>(first) * in_row, static_cast<uint64_t>(n) * in_row));
       job.output_bytes = static_cast<uint64_t>(n) * out_row;
-      job.convert = [&p, n, row](const uint8_t* in, uint8_t* out, ThreadPool& tp) {
-        convert_rows(in, p.from, out, p.to, n, row, tp);
-      };
+      if (p.fp8_scales) {
+        const auto b0 = static_cast<uint64_t>(first / block_rows);
+        const auto nb = static_cast<uint64_t>((first + n + block_rows - 1) / block_rows) - b0;
+        job.inputs.push_back({&ck.shard(p.fp8_scales->file_index).file(), p.fp8_scales->offset + b0 * scale_row,
+                              nb * scale_row});
+        job.progress_bytes += nb * scale_row;
+        job.convert = [&p, &cfg, n, row, first, in_row](const uint8_t* in, uint8_t* out, ThreadPool& tp) {
+          const Fp8Scales s{in + static_cast<uint64_t>(n) * in_row, format_for_dtype(p.fp8_scales->dtype),
+                            cfg.fp8.rows, cfg.fp8.cols, first, p.src->name};
+          convert_fp8_rows(in, s, out, p.to, n, row, tp);
+        };
+      } else {
+        job.convert = [&p, n, row](const uint8_t* in, uint8_t* out, ThreadPool& tp) {
+          convert_rows(in, p.from, out, p.to, n, row, tp);
+        };
+      }
       job.finish = [&m, &hashers, index, last, bytes = job.output_bytes](const uint8_t* out) {
         hashers[index]->update(out, bytes);
         if (last) m.trunk[index].checksum = hashers[index]->digest();
       };
       job.output = &trunk_out;
       job.output_offset = tt.offset + static_cast<uint64_t>(first) * out_row;
-      job.progress_bytes = static_cast<uint64_t>(n) * in_row;
+      job.progress_bytes += static_cast<uint64_t>(n) * in_row;
       source_order.push_back({p.src->file_index, job.inputs[0].offset});
       jobs.push_back(std::move(job));
     }
@@ -354,7 +410,12 @@ InstallResult install_model(const InstallOptions& opt) {
           fail("expert section '{}' of (layer {}, expert {}) from '{}': stored as {} but expert 0 of its layer is {}",
                sec.name, l, e, sp.src->name, format_name(sp.to), format_name(sec.format));
         SectionConversion c;
-        c.source_name = sp.scales ? sp.scales->name : sp.src->name;
+        c.source_name = sp.scales && !sp.fp8 ? sp.scales->name : sp.src->name;
+        if (sp.fp8) {
+          c.fp8_block_rows = cfg.fp8.rows;
+          c.fp8_block_cols = cfg.fp8.cols;
+          c.fp8_scale_format = format_for_dtype(sp.scales->dtype);
+        }
         c.expert = sp.decl->source.expert_index;
         c.encoding = sp.geometry.tensor->encoding;
         c.from = sp.from;

@@ -1,6 +1,8 @@
 #include "tern/install/section_convert.h"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <cstring>
 #include <vector>
 
@@ -145,7 +147,60 @@ void convert_mxfp4(const SectionConversion& c, const uint8_t* blocks, const uint
   });
 }
 
+// e4m3_to_f32 for every code.
+struct E4m3Table {
+  float value[256];
+  E4m3Table() {
+    for (int b = 0; b < 256; ++b) {
+      const int e = (b >> 3) & 15, m = b & 7;
+      float v = e == 0 ? std::ldexp(static_cast<float>(m), -9)  // subnormal: m/8 x 2^-6
+                       : std::ldexp(1.0f + static_cast<float>(m) / 8.0f, e - 7);
+      if (e == 15 && m == 7) v = std::numeric_limits<float>::quiet_NaN();
+      value[b] = (b & 0x80) ? -v : v;
+    }
+  }
+};
+const E4m3Table kE4m3;
+
 }  // namespace
+
+float e4m3_to_f32(uint8_t code) { return kE4m3.value[code]; }
+
+void convert_fp8_rows(const uint8_t* codes, const Fp8Scales& s, uint8_t* out, TensorFormat to, int64_t rows,
+                      int64_t cols, ThreadPool& pool) {
+  const int64_t scale_cols = (cols + s.block_cols - 1) / s.block_cols;
+  const uint64_t scale_bytes = element_bytes(s.format);
+  const auto out_row = static_cast<uint64_t>(format_bytes(to, {cols}));
+  const int64_t first_block = s.first_row / s.block_rows;
+  const auto min_rows = static_cast<int64_t>(std::max<uint64_t>(1, kMinBytesPerThread / static_cast<uint64_t>(cols)));
+  with_loader(s.format, [&](auto load_scale) {
+    pool.parallel_for(rows, min_rows, [&](int64_t begin, int64_t end) {
+      thread_local std::vector<float> f32, tmp, scale;
+      f32.resize(static_cast<size_t>(cols));
+      scale.resize(static_cast<size_t>(scale_cols));
+      for (int64_t r = begin; r < end; ++r) {
+        const int64_t src = s.first_row + r;
+        const uint8_t* srow = s.scales + static_cast<uint64_t>((src / s.block_rows - first_block) * scale_cols) * scale_bytes;
+        for (int64_t b = 0; b < scale_cols; ++b) {
+          scale[b] = load_scale(srow, b);
+          if (!std::isfinite(scale[b]))
+            fail("{}_scale_inv: block ({}, {}) is {}; refusing to install a corrupt FP8 tensor", s.tensor,
+                 src / s.block_rows, b, scale[b]);
+        }
+        const uint8_t* crow = codes + static_cast<uint64_t>(r * cols);
+        for (int64_t c = 0; c < cols; ++c) {
+          const float v = kE4m3.value[crow[c]];
+          if (std::isnan(v))
+            fail("{}: row {} column {} is an FP8 NaN (byte {:#04x}); refusing to install a corrupt FP8 tensor",
+                 s.tensor, src, c, crow[c]);
+          f32[c] = v * scale[c / s.block_cols];
+        }
+        convert_row(reinterpret_cast<const uint8_t*>(f32.data()), TensorFormat::F32,
+                    out + static_cast<uint64_t>(r) * out_row, to, cols, tmp);
+      }
+    });
+  });
+}
 
 void convert_rows(const uint8_t* in, TensorFormat from, uint8_t* out, TensorFormat to, int64_t rows, int64_t row,
                   ThreadPool& pool) {
@@ -177,8 +232,17 @@ void convert_rows(const uint8_t* in, TensorFormat from, uint8_t* out, TensorForm
 
 void convert_section(const SectionConversion& c, const uint8_t* in, uint8_t* out, ThreadPool& pool) {
   uint8_t* dst = out + c.out_offset;
-  if (c.encoding == TensorEncoding::Mxfp4Blocks) convert_mxfp4(c, in + c.data_offset, in + c.scales_offset, dst, pool);
-  else convert_float(c, in + c.data_offset, dst, pool);
+  if (c.encoding == TensorEncoding::Mxfp4Blocks) {
+    convert_mxfp4(c, in + c.data_offset, in + c.scales_offset, dst, pool);
+  } else if (c.fp8_block_rows > 0) {
+    if (c.transposed || c.row_start != 0 || c.row_step != 1 || c.rows != c.src_rows)
+      fail("{}: FP8 sources are read as whole [out, in] matrices", c.source_name);
+    Fp8Scales s{in + c.scales_offset, c.fp8_scale_format, c.fp8_block_rows, c.fp8_block_cols, 0,
+                c.expert >= 0 ? fmt::format("{} expert {}", c.source_name, c.expert) : c.source_name};
+    convert_fp8_rows(in + c.data_offset, s, dst, c.to, c.rows, c.cols, pool);
+  } else {
+    convert_float(c, in + c.data_offset, dst, pool);
+  }
 }
 
 }  // namespace tern

@@ -18,6 +18,26 @@ class ThreadPool;
 void convert_rows(const uint8_t* in, TensorFormat from, uint8_t* out, TensorFormat to, int64_t rows, int64_t row,
                   ThreadPool& pool);
 
+// Fine-grained FP8 rows (ModelConfig::Fp8Blocks): F8_E4M3 codes [rows,
+// cols], element (r, c) = e4m3(code) x scale[r / block_rows][c /
+// block_cols] of a [ceil(rows / block_rows), ceil(cols / block_cols)] scale
+// tensor, as DeepSeek's weight_dequant computes it.
+struct Fp8Scales {
+  const uint8_t* scales = nullptr;  // scale row first_row / block_rows onwards
+  TensorFormat format = TensorFormat::F32;  // F32, BF16 or F16
+  int64_t block_rows = 0, block_cols = 0;
+  int64_t first_row = 0;          // the source row of the first converted row
+  std::string tensor;             // for errors: the weight's name
+};
+
+// E4M3 (OCP "fn": bias 7, no infinities, S.1111.111 NaN) as float; exact.
+float e4m3_to_f32(uint8_t code);
+
+// Converts `rows` rows of `cols` FP8 codes into `to`. A NaN code or a
+// non-finite scale is an error naming the tensor, row and column.
+void convert_fp8_rows(const uint8_t* codes, const Fp8Scales& s, uint8_t* out, TensorFormat to, int64_t rows,
+                      int64_t cols, ThreadPool& pool);
+
 // One expert-record section made from its source slice (see SectionSource):
 // section row r is row row_start + r * row_step of the source's [src_rows,
 // cols] view.
@@ -34,6 +54,10 @@ struct SectionConversion {
   uint64_t data_offset = 0;    // of the source slice (MXFP4: blocks) in the input buffer
   uint64_t scales_offset = 0;  // MXFP4: of the scales slice
   uint64_t out_offset = 0;     // of the section in the record
+  // Float from FP8 codes (the whole source, rows taken in order): the block
+  // sizes and the scales' element type; the scales lie at scales_offset.
+  int64_t fp8_block_rows = 0, fp8_block_cols = 0;
+  TensorFormat fp8_scale_format = TensorFormat::F32;
 };
 
 // Fills out + c.out_offset from in. MXFP4 to MXFP4 is a bit-exact repack

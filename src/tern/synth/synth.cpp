@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <optional>
 #include <set>
 #include <vector>
@@ -63,6 +64,59 @@ size_t synth_layout(const ArchSpec& arch, const SynthOptions& opt) {
 
 DType tensor_dtype(const TensorDecl& d, DType float_dtype) {
   return d.encoding == TensorEncoding::Float ? float_dtype : DType::U8;
+}
+
+// Whether a synthesized FP8 checkpoint stores `d` as FP8: the projections
+// of the decoder layers, as the fine-grained FP8 releases quantize them.
+bool fp8_weight(const TensorDecl& d, const SynthOptions& opt) {
+  return opt.fp8_block > 0 && d.encoding == TensorEncoding::Float && d.init == WeightInit::Linear &&
+         d.shape.size() == 2 && d.name.starts_with("model.layers.") && d.name.ends_with(".weight");
+}
+
+// Nearest E4M3 (ties to even), saturating at +-448.
+uint8_t f32_to_e4m3(float x) {
+  const uint8_t sign = std::signbit(x) ? 0x80 : 0;
+  const float a = std::fabs(x);
+  if (!(a < 448.0f)) return sign | 0x7E;
+  int e = 0;
+  std::frexp(a, &e);                    // a in [2^(e-1), 2^e)
+  const int exp = std::max(e - 1, -6);  // below 2^-6: subnormal steps of 2^-9
+  const float step = std::ldexp(1.0f, exp - 3);
+  const float v = std::nearbyint(a / step) * step;
+  if (v >= 448.0f) return sign | 0x7E;
+  if (v < std::ldexp(1.0f, -6)) return sign | static_cast<uint8_t>(v / std::ldexp(1.0f, -9));
+  std::frexp(v, &e);
+  const int m = static_cast<int>(std::ldexp(v, -(e - 1)) * 8.0f) - 8;
+  return sign | static_cast<uint8_t>((e - 1 + 7) << 3 | m);
+}
+
+// Writes `d` as FP8 codes, a band of fp8_block rows at a time, and keeps its
+// scales for the "_scale_inv" tensor written next.
+void write_fp8_weight(const TensorDecl& d, const SynthOptions& opt, SafetensorsWriter& writer, Progress& progress,
+                      std::vector<float>& scales) {
+  const int64_t out = d.shape[0], in = d.shape[1], b = opt.fp8_block;
+  const int64_t scale_cols = (in + b - 1) / b;
+  scales.assign(static_cast<size_t>(((out + b - 1) / b) * scale_cols), 0.0f);
+  WeightStream stream(opt.seed, d.name, d.init, in);
+  std::vector<float> band;
+  std::vector<uint8_t> codes;
+  for (int64_t r0 = 0; r0 < out; r0 += b) {
+    const int64_t rows = std::min(b, out - r0);
+    band.resize(static_cast<size_t>(rows * in));
+    stream.fill(band.data(), band.size(), DType::F32);
+    codes.resize(band.size());
+    for (int64_t c0 = 0; c0 < in; c0 += b) {
+      float amax = 0;
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t c = c0; c < std::min(in, c0 + b); ++c) amax = std::max(amax, std::fabs(band[r * in + c]));
+      const float scale = amax > 0 ? amax / 448.0f : 1.0f;
+      scales[static_cast<size_t>((r0 / b) * scale_cols + c0 / b)] = scale;
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t c = c0; c < std::min(in, c0 + b); ++c) codes[r * in + c] = f32_to_e4m3(band[r * in + c] / scale);
+    }
+    writer.write(codes.data(), codes.size());
+    progress.add(codes.size());
+  }
 }
 
 struct TempDir {
@@ -195,7 +249,16 @@ json synth_config(const SynthOptions& opt, int64_t tokenizer_vocab_size) {
   const CheckpointDecls decls = arch.tensors(cfg, layout);
   const bool quantized = std::any_of(decls.tensors.begin(), decls.tensors.end(),
                                      [](const TensorDecl& d) { return d.encoding != TensorEncoding::Float; });
-  if (!quantized) config.erase("quantization_config");
+  if (quantized && opt.fp8_block > 0)
+    fail("--fp8 writes float layouts as FP8; {} in the {} layout already has quantized tensors", opt.architecture,
+         arch.layouts[layout]);
+  if (opt.fp8_block > 0)
+    config["quantization_config"] = {{"activation_scheme", "dynamic"},
+                                     {"fmt", "e4m3"},
+                                     {"quant_method", "fp8"},
+                                     {"weight_block_size", {opt.fp8_block, opt.fp8_block}}};
+  else if (!quantized)
+    config.erase("quantization_config");
   if (config["vocab_size"].get<int64_t>() < tokenizer_vocab_size)
     fail("vocab_size {} is smaller than the tokenizer's {} tokens", config["vocab_size"].get<int64_t>(),
          tokenizer_vocab_size);
@@ -246,31 +309,47 @@ SynthResult synthesize_model(const SynthOptions& opt) {
   std::vector<std::vector<TensorSpec>> shards(1);
   std::vector<const TensorDecl*> order;
   uint64_t shard_used = 0, total = 0;
-  for (const auto& d : decls.tensors) {
-    TensorSpec spec{d.name, tensor_dtype(d, opt.dtype), d.shape};
-    uint64_t n = spec.nbytes();
+  auto place = [&](TensorSpec spec, const TensorDecl* d) {
+    const uint64_t n = spec.nbytes();
     if (shard_used > 0 && shard_used + n > opt.shard_bytes) {
       shards.emplace_back();
       shard_used = 0;
     }
-    shards.back().push_back(spec);
+    shards.back().push_back(std::move(spec));
     shard_used += n;
     total += n;
-    order.push_back(&d);
+    order.push_back(d);  // nullptr: the scales of the FP8 weight before it
+  };
+  for (const auto& d : decls.tensors) {
+    if (!fp8_weight(d, opt)) {
+      place({d.name, tensor_dtype(d, opt.dtype), d.shape}, &d);
+      continue;
+    }
+    place({d.name, DType::F8_E4M3, d.shape}, &d);
+    const int64_t b = opt.fp8_block;
+    place({d.name + "_scale_inv", DType::F32, {(d.shape[0] + b - 1) / b, (d.shape[1] + b - 1) / b}}, nullptr);
   }
 
   Progress progress("synth", total, opt.quiet);
   json weight_map = json::object();
   size_t next_decl = 0;
+  std::vector<float> fp8_scales;
   for (size_t s = 0; s < shards.size(); ++s) {
     std::string name = shards.size() == 1
                            ? "model.safetensors"
                            : fmt::format("model-{:05}-of-{:05}.safetensors", s + 1, shards.size());
     SafetensorsWriter writer(tmp.path / name, shards[s]);
     for (size_t i = 0; i < shards[s].size(); ++i) {
-      const TensorDecl& d = *order[next_decl++];
-      write_tensor(d, opt.seed, opt.dtype, writer, progress);
-      weight_map[d.name] = name;
+      const TensorDecl* d = order[next_decl++];
+      weight_map[shards[s][i].name] = name;
+      if (!d) {  // the FP8 weight just written's scales
+        writer.write(fp8_scales.data(), fp8_scales.size() * sizeof(float));
+        progress.add(fp8_scales.size() * sizeof(float));
+      } else if (fp8_weight(*d, opt)) {
+        write_fp8_weight(*d, opt, writer, progress, fp8_scales);
+      } else {
+        write_tensor(*d, opt.seed, opt.dtype, writer, progress);
+      }
     }
     writer.finish();
   }

@@ -30,6 +30,13 @@ struct SynthOptions {
   // Checkpoint layout (ArchSpec::layouts); empty = the architecture's first,
   // the one its releases ship (gpt_oss: "mxfp4"; "float" is the dequantized one).
   std::string layout;
+  // > 0: write the fine-grained FP8 layout DeepSeek-V3/R1, Kimi-K2 and
+  // Qwen3's -FP8 releases ship: every projection in the decoder layers
+  // (not embeddings, lm_head, norms, routers) as F8_E4M3 with an F32
+  // "<name>_scale_inv" per fp8_block x fp8_block block (scale = the block's
+  // max |value| / 448, values rounded to nearest), and the quantization_config
+  // that says so. Other tensors keep `dtype`.
+  int64_t fp8_block = 0;
   // config.json fields that replace the preset's (Hugging Face names).
   nlohmann::json overrides = nlohmann::json::object();
   // A real tokenizer.json to ship instead of the built-in small BPE.
