@@ -7,9 +7,11 @@ prompt, expected text) to paste there.
 
 The template is read from src/tern/tokenizer/deepseek_v3_chat_template.h
 (the verbatim text of DeepSeek-V3's tokenizer_config.json; with --real PATH,
-from that tokenizer_config.json instead, to check the copy).
+from that tokenizer_config.json instead, to check the copy). With --r1 first,
+DeepSeek-R1's (deepseek_r1_chat_template.h) renders CASES + R1_CASES, for
+kR1TemplateCases.
 
-  python3 tests/runtime/deepseek_chat_expected.py   # needs jinja2 (Debian: python3-jinja2)
+  python3 tests/runtime/deepseek_chat_expected.py [--r1]  # needs jinja2 (Debian: python3-jinja2)
 
 Not a test itself (ctest runs tests/*/test_*.py only).
 """
@@ -23,10 +25,15 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 ROOT = Path(__file__).resolve().parents[2]
 
 
+R1 = len(sys.argv) > 1 and sys.argv[1] == "--r1"
+ARGS = sys.argv[2:] if R1 else sys.argv[1:]
+
+
 def template_text():
-    if len(sys.argv) == 3 and sys.argv[1] == "--real":
-        return json.loads(Path(sys.argv[2]).read_text(encoding="utf-8"))["chat_template"]
-    header = (ROOT / "src/tern/tokenizer/deepseek_v3_chat_template.h").read_text(encoding="utf-8")
+    if len(ARGS) == 2 and ARGS[0] == "--real":
+        return json.loads(Path(ARGS[1]).read_text(encoding="utf-8"))["chat_template"]
+    name = "deepseek_r1_chat_template.h" if R1 else "deepseek_v3_chat_template.h"
+    header = (ROOT / "src/tern/tokenizer" / name).read_text(encoding="utf-8")
     return re.search(r'R"TEMPLATE\((.*)\)TEMPLATE"', header, re.S).group(1)
 
 
@@ -72,6 +79,18 @@ CASES = [
                          msg("assistant", "done")], True),
 ]
 
+# R1's: reasoning in history is cut at the last </think> (Tern's messages
+# carry it as `reasoning`, rendered by neither template), text beside calls.
+R1_CASES = [
+    ("ThinkStrippedFromHistory", [msg("user", "What is 2 + 2?"),
+                                  msg("assistant", "<think>\nreasoning\n</think>\n\nanswer"),
+                                  msg("user", "And 3 + 3?")], True),
+    ("EndsWithThinkingAssistant", [msg("user", "Hi"), msg("assistant", "<think>\nr\n</think>\n\nanswer")],
+     False),
+    ("TextBesideTheFirstCall", [msg("user", "x"), dict(calls(WEATHER), content="Let me look."), msg("tool", "1")],
+     True),
+]
+
 
 def cpp(s):
     out = '"'
@@ -84,7 +103,7 @@ def cpp_message(m):
     if m.get("tool_calls"):
         tool_calls = ", ".join(f"{{{cpp(c['function']['name'])}, {cpp(c['function']['arguments'])}}}"
                                for c in m["tool_calls"])
-        return f"{{{cpp(m['role'])}, \"\", \"\", {{{tool_calls}}}}}"
+        return f"{{{cpp(m['role'])}, {cpp(m['content'] or '')}, \"\", {{{tool_calls}}}}}"
     return f"{{{cpp(m['role'])}, {cpp(m['content'])}}}"
 
 
@@ -96,7 +115,7 @@ BREAKS = ("<｜end▁of▁sentence｜>", "<｜tool▁outputs▁end｜>", "<｜to
 def main():
     env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
     template = env.from_string(template_text())
-    for name, messages, generation_prompt in CASES:
+    for name, messages, generation_prompt in CASES + (R1_CASES if R1 else []):
         text = template.render(messages=messages, add_generation_prompt=generation_prompt,
                                bos_token="<｜begin▁of▁sentence｜>", eos_token="<｜end▁of▁sentence｜>")
         parts = re.split("|".join(f"(?<={re.escape(b)})" for b in BREAKS), text)

@@ -31,6 +31,8 @@ constexpr std::string_view kOutputsBegin = "<｜tool▁outputs▁begin｜>";
 constexpr std::string_view kOutputsEnd = "<｜tool▁outputs▁end｜>";
 constexpr std::string_view kOutputBegin = "<｜tool▁output▁begin｜>";
 constexpr std::string_view kOutputEnd = "<｜tool▁output▁end｜>";
+constexpr std::string_view kThink = "<think>";
+constexpr std::string_view kThinkEnd = "</think>";
 
 std::string cat(std::initializer_list<std::string_view> parts) {
   std::string out;
@@ -43,9 +45,11 @@ std::string call_text(const ToolCall& call) {
   return cat({"function", kSep, call.name, "\n```json\n", call.arguments, "\n```", kCallEnd});
 }
 
-// Follows the template (src/tern/tokenizer/deepseek_v3_chat_template.h)
-// statement by statement; its namespace flags keep their names.
-std::string render(std::span<const ChatMessage> messages, const ChatFormatOptions& options) {
+// Follows the template (src/tern/tokenizer/deepseek_v3_chat_template.h, or
+// R1's deepseek_r1_chat_template.h) statement by statement; its namespace
+// flags keep their names.
+std::string render(std::span<const ChatMessage> messages, const ChatFormatOptions& options, DeepseekFlavor flavor) {
+  const bool r1 = flavor == DeepseekFlavor::R1;
   auto is_system = [](const ChatMessage& m) { return m.role == "system" || m.role == "developer"; };
   for (size_t i = 0; i < messages.size(); ++i) {
     const std::string& r = messages[i].role;
@@ -77,15 +81,23 @@ std::string render(std::span<const ChatMessage> messages, const ChatFormatOption
         if (!is_first) {
           out += cat({kAssistant, m.content, kCallsBegin, kCallBegin, call_text(m.tool_calls[k])});
           is_first = true;
+        } else if (r1) {  // R1 renders a message's text with the conversation's first call only
+          out += cat({"\n", kCallBegin, call_text(m.tool_calls[k])});
         } else {
           if (k == 0) out += m.content;
           out += cat({"\n", kCallBegin, call_text(m.tool_calls[k]), kCallsEnd, kEos});
         }
       }
+      if (r1) out += cat({kCallsEnd, kEos});  // R1 closes every message's calls
     } else if (m.role == "assistant") {
       if (is_tool) {
         out += cat({kOutputsEnd, m.content, kEos});
         is_tool = false;
+      } else if (r1) {  // R1 keeps what follows the last </think>
+        const size_t cut = m.content.rfind(kThinkEnd);
+        out += cat({kAssistant, cut == std::string::npos ? std::string_view(m.content)
+                                                           : std::string_view(m.content).substr(cut + kThinkEnd.size()),
+                    kEos});
       } else {
         out += cat({kAssistant, m.content, kEos});
       }
@@ -95,12 +107,12 @@ std::string render(std::span<const ChatMessage> messages, const ChatFormatOption
         out += cat({kOutputsBegin, kOutputBegin, m.content, kOutputEnd});
         is_output_first = false;
       } else {
-        out += cat({"\n", kOutputBegin, m.content, kOutputEnd});
+        out += cat({r1 ? "" : "\n", kOutputBegin, m.content, kOutputEnd});
       }
     }
   }
   if (is_tool) out += kOutputsEnd;
-  if (options.add_generation_prompt && !is_tool) out += kAssistant;
+  if (options.add_generation_prompt && !is_tool) out += r1 ? cat({kAssistant, kThink, "\n"}) : std::string(kAssistant);
   return out;
 }
 
@@ -137,15 +149,18 @@ std::optional<ToolCall> parse_call(std::string_view type, std::string_view body)
 }
 
 // Reply: answer text, then (or instead) <｜tool▁calls▁begin｜>, calls
-// separated by newlines, <｜tool▁calls▁end｜>, then a stop.
+// separated by newlines, <｜tool▁calls▁end｜>, then a stop. R1: reasoning
+// first (its prompt opened <think>), up to </think>.
 class DeepseekParser final : public ChatOutputParser {
  public:
   struct Ids {
     int32_t calls_begin = -1, calls_end = -1, call_begin = -1, call_end = -1, sep = -1;
+    int32_t think = -1, think_end = -1;  // R1 only
   };
 
   DeepseekParser(const Tokenizer& tokenizer, std::vector<int32_t> stops, Ids ids)
-      : tokenizer_(tokenizer), decoder_(tokenizer), stops_(std::move(stops)), ids_(ids) {}
+      : tokenizer_(tokenizer), decoder_(tokenizer), stops_(std::move(stops)), ids_(ids),
+        state_(ids.think_end >= 0 ? State::Reasoning : State::Text) {}
 
   std::vector<ChatEvent> push(int32_t id) override {
     std::vector<ChatEvent> events;
@@ -155,6 +170,15 @@ class DeepseekParser final : public ChatOutputParser {
       finish_ = reply_.tool_calls.empty() ? FinishReason::Stop : FinishReason::ToolCalls;
       events.push_back({ChatEvent::Kind::End});
       return events;
+    }
+    if (id >= 0 && state_ == State::Reasoning) {
+      if (id == ids_.think && reply_.reasoning.empty()) return events;  // a repeated opener
+      if (id == ids_.think_end) {
+        flush(events);
+        state_ = State::Text;
+        answer_started_ = false;
+        return events;
+      }
     }
     if (id >= 0) {
       if (state_ == State::Text && id == ids_.calls_begin) {
@@ -198,6 +222,7 @@ class DeepseekParser final : public ChatOutputParser {
 
  private:
   enum class State {
+    Reasoning,  // R1: before </think>
     Text,      // answer text
     Calls,     // inside <｜tool▁calls▁begin｜>, between calls
     CallType,  // after <｜tool▁call▁begin｜>, before <｜tool▁sep｜>
@@ -237,7 +262,19 @@ class DeepseekParser final : public ChatOutputParser {
         if (trim(text).empty()) break;
         content(std::move(text), events);
         break;
-      case State::Text: content(std::move(text), events); break;
+      case State::Text:
+        if (!answer_started_) {  // the blank lines after </think> are markup
+          const size_t start = text.find_first_not_of(" \t\r\n");
+          if (start == std::string::npos) break;
+          text.erase(0, start);
+          answer_started_ = true;
+        }
+        content(std::move(text), events);
+        break;
+      case State::Reasoning:
+        reply_.reasoning += text;
+        events.push_back({ChatEvent::Kind::Reasoning, std::move(text)});
+        break;
     }
   }
 
@@ -251,14 +288,18 @@ class DeepseekParser final : public ChatOutputParser {
   StreamDecoder decoder_;
   std::vector<int32_t> stops_;
   Ids ids_;
-  State state_ = State::Text;
+  State state_;
+  bool answer_started_ = true;  // false right after </think>
   bool in_block_ = false;  // inside <｜tool▁calls▁begin｜>…<｜tool▁calls▁end｜>
   std::string type_, body_;
 };
 
 class DeepseekFormat final : public ChatFormat {
  public:
-  DeepseekFormat(const Tokenizer& tokenizer, std::span<const int32_t> model_stops) : tokenizer_(tokenizer) {
+  DeepseekFormat(const Tokenizer& tokenizer, std::span<const int32_t> model_stops)
+      : tokenizer_(tokenizer),
+        flavor_(tokenizer.token_id(kThink) >= 0 && tokenizer.token_id(kThinkEnd) >= 0 ? DeepseekFlavor::R1
+                                                                                      : DeepseekFlavor::V3) {
     for (std::string_view token : {kBos, kEos, kUser, kAssistant})
       if (tokenizer.token_id(token) < 0)
         fail("the tokenizer has no {} token, which DeepSeek-V3's chat format uses", token);
@@ -272,11 +313,15 @@ class DeepseekFormat final : public ChatFormat {
     ids_.sep = tokenizer.token_id(kSep);
     // Without all of a call's tokens no call can be recognised: text only.
     if (ids_.call_begin < 0 || ids_.call_end < 0 || ids_.sep < 0) ids_ = {};
+    if (flavor_ == DeepseekFlavor::R1) {
+      ids_.think = tokenizer.token_id(kThink);
+      ids_.think_end = tokenizer.token_id(kThinkEnd);
+    }
   }
 
-  std::string_view name() const override { return "deepseek-v3"; }
+  std::string_view name() const override { return flavor_ == DeepseekFlavor::R1 ? "deepseek-r1" : "deepseek-v3"; }
   std::string render(std::span<const ChatMessage> messages, const ChatFormatOptions& options) const override {
-    return deepseek_chat::render(messages, options);
+    return deepseek_chat::render(messages, options, flavor_);
   }
   const std::vector<int32_t>& stop_tokens() const override { return stops_; }
   std::unique_ptr<ChatOutputParser> make_parser(const ChatFormatOptions&) const override {
@@ -285,6 +330,7 @@ class DeepseekFormat final : public ChatFormat {
 
  private:
   const Tokenizer& tokenizer_;
+  DeepseekFlavor flavor_;
   std::vector<int32_t> stops_;
   DeepseekParser::Ids ids_;
 };
@@ -292,8 +338,9 @@ class DeepseekFormat final : public ChatFormat {
 }  // namespace deepseek_chat
 }  // namespace
 
-std::string render_deepseek_v3(std::span<const ChatMessage> messages, const ChatFormatOptions& options) {
-  return deepseek_chat::render(messages, options);
+std::string render_deepseek_v3(std::span<const ChatMessage> messages, const ChatFormatOptions& options,
+                               DeepseekFlavor flavor) {
+  return deepseek_chat::render(messages, options, flavor);
 }
 
 std::unique_ptr<ChatFormat> make_deepseek_v3_format(const Tokenizer& tokenizer, std::span<const int32_t> model_stops) {

@@ -46,9 +46,24 @@ namespace tern {
 // list tools (apply_chat_template's tools argument is unused by it), so the
 // prompt is the same with or without them; the parser still recognises the
 // model's tool calls. Throws tern::Error on another role.
-std::string render_deepseek_v3(std::span<const ChatMessage> messages, const ChatFormatOptions& options = {});
+//
+// DeepSeek-R1 (DeepseekFlavor::R1: also deepseek_v3, told apart by its
+// tokenizer's <think> and </think> tokens) renders as R1's template
+// (deepseek_r1_chat_template.h, its February 2025 revision) does: the
+// generation prompt is <｜Assistant｜><think>\n; an assistant answer keeps
+// only what follows its last </think> (not after tool outputs); a message's
+// tool calls are always closed by <｜tool▁calls▁end｜><｜end▁of▁sentence｜>
+// and its text is rendered only beside the conversation's first call;
+// consecutive tool outputs have no newline between them. Its parser reads
+// the reply as reasoning up to </think> (all of it if there is none, as
+// vLLM's deepseek_r1 reasoning parser does), then as V3's answer, the blank
+// lines after </think> dropped. R1-0528 and the R1 distills' templates
+// differ in details not followed here.
+enum class DeepseekFlavor { V3, R1 };
+std::string render_deepseek_v3(std::span<const ChatMessage> messages, const ChatFormatOptions& options = {},
+                               DeepseekFlavor flavor = DeepseekFlavor::V3);
 
-// The DeepSeek-V3 ChatFormat ("deepseek-v3"). The tokenizer must have
+// The DeepSeek-V3 ChatFormat ("deepseek-v3"; "deepseek-r1" for R1's tokenizer). The tokenizer must have
 // <｜begin▁of▁sentence｜>, <｜end▁of▁sentence｜>, <｜User｜> and
 // <｜Assistant｜>. Stops on <｜end▁of▁sentence｜> plus `model_stops`. Its
 // parser gives the text as content and each well-formed
