@@ -136,6 +136,20 @@ class Fp8Install(TernTestCase):
                 print(f"fp8 {name}: mean max |tern - ref| / max |ref| = {rel:.3g}")
                 self.assertLess(rel, bound)
 
+    def test_qwen3_fp8_release_layout_installs_too(self):
+        # Qwen3's -FP8 releases use the same layout; the reader is shared by every architecture.
+        hf, model = self.path("qwen3-hf"), self.path("qwen3.tern")
+        run("synth", "--arch", "qwen3_moe", "--preset", "tiny", "--fp8", "16", "--seed", "4", "-o", hf, "-q")
+        _, h = header(os.path.join(hf, "model.safetensors"))
+        self.assertEqual(h["model.layers.0.mlp.experts.1.up_proj.weight"]["dtype"], "F8_E4M3")
+        run("install", hf, "-o", model, "-q", "--expert-quant", "f32", "--trunk-quant", "f32")
+        ref = Q.load_model(hf)
+        ids = [(5 + 97 * i) % ref.config.vocab_size for i in range(12)]
+        want = ref.forward(ids)
+        j = json.loads(run("logits", model, "--tokens", ",".join(map(str, ids)), "--all", "--json").stdout)
+        err = np.abs(np.array(j["logits"]) - want).max()
+        self.assertLessEqual(err, 1e-4 * max(1.0, np.abs(want).max()))
+
     def test_a_nan_code_is_refused(self):
         hf, st = self.bad_copy("nan-code")
         poke(st, EXPERT, 5 * 64 + 17, b"\x7f")

@@ -393,22 +393,22 @@ TEST(DeepseekV3Render, RejectsUnknownRoles) {
 // ---- output parser -------------------------------------------------------
 
 struct DsParsed {
-  std::string content, calls;
+  std::string reasoning, content, calls;
   bool end_event = false;
   FinishReason finish = FinishReason::None;
   std::vector<ToolCall> reply_calls;
   std::string reply_content;
+  ChatMessage reply;
 };
 
 std::vector<int32_t> ds_stops() { return {ds_id("<｜end▁of▁sentence｜>")}; }
 
-DsParsed ds_parse_ids(const std::vector<int32_t>& ids, bool finish = true) {
-  static auto format = make_deepseek_v3_format(deepseek_tokenizer(), ds_stops());
-  auto p = format->make_parser({});
+DsParsed parse_with(const ChatFormat& format, const std::vector<int32_t>& ids, bool finish = true) {
+  auto p = format.make_parser({});
   DsParsed out;
   auto take = [&](std::vector<ChatEvent> events) {
     for (const ChatEvent& e : events) {
-      EXPECT_NE(e.kind, ChatEvent::Kind::Reasoning);
+      if (e.kind == ChatEvent::Kind::Reasoning) out.reasoning += e.text;
       if (e.kind == ChatEvent::Kind::Content) out.content += e.text;
       if (e.kind == ChatEvent::Kind::ToolCall) out.calls += e.name + "(" + e.text + ")";
       if (e.kind == ChatEvent::Kind::End) out.end_event = true;
@@ -420,8 +420,16 @@ DsParsed ds_parse_ids(const std::vector<int32_t>& ids, bool finish = true) {
   }
   if (finish) take(p->finish());
   out.finish = p->finish_reason();
+  out.reply = p->reply();
   out.reply_calls = p->reply().tool_calls;
   out.reply_content = p->reply().content;
+  return out;
+}
+
+DsParsed ds_parse_ids(const std::vector<int32_t>& ids, bool finish = true) {
+  static auto format = make_deepseek_v3_format(deepseek_tokenizer(), ds_stops());
+  DsParsed out = parse_with(*format, ids, finish);
+  EXPECT_EQ(out.reasoning, "");  // V3 has no reasoning
   return out;
 }
 
@@ -545,33 +553,13 @@ TEST(DeepseekR1Render, MatchesTheRealTemplate) {
   }
 }
 
-struct R1Parsed {
-  std::string reasoning, content, calls;
-  ChatMessage reply;
-};
-
-R1Parsed r1_parse(const std::string& reply) {
+DsParsed r1_parse(const std::string& reply) {
   static auto format = make_chat_format("deepseek_v3", r1_tokenizer(), {});
-  auto p = format->make_parser({});
-  R1Parsed out;
-  auto take = [&](std::vector<ChatEvent> events) {
-    for (const ChatEvent& e : events) {
-      if (e.kind == ChatEvent::Kind::Reasoning) out.reasoning += e.text;
-      if (e.kind == ChatEvent::Kind::Content) out.content += e.text;
-      if (e.kind == ChatEvent::Kind::ToolCall) out.calls += e.name + "(" + e.text + ")";
-    }
-  };
-  for (int32_t id : r1_tokenizer().encode(reply)) {
-    if (p->done()) break;
-    take(p->push(id));
-  }
-  take(p->finish());
-  out.reply = p->reply();
-  return out;
+  return parse_with(*format, r1_tokenizer().encode(reply));
 }
 
 TEST(DeepseekR1Parser, ReasoningUpToThinkEndThenTheAnswer) {
-  R1Parsed r = r1_parse("Let me add: 2 + 2 = 4.\n</think>\n\nIt is **4**.<｜end▁of▁sentence｜>never");
+  DsParsed r = r1_parse("Let me add: 2 + 2 = 4.\n</think>\n\nIt is **4**.<｜end▁of▁sentence｜>never");
   EXPECT_EQ(r.reasoning, "Let me add: 2 + 2 = 4.\n");
   EXPECT_EQ(r.content, "It is **4**.");
   EXPECT_EQ(r.reply.reasoning, r.reasoning);
@@ -583,20 +571,20 @@ TEST(DeepseekR1Parser, ReasoningUpToThinkEndThenTheAnswer) {
 }
 
 TEST(DeepseekR1Parser, WithoutThinkEndEverythingIsReasoning) {
-  R1Parsed r = r1_parse("<think>\nstill thinking<｜end▁of▁sentence｜>");
+  DsParsed r = r1_parse("<think>\nstill thinking<｜end▁of▁sentence｜>");
   EXPECT_EQ(r.reasoning, "\nstill thinking");  // a repeated <think> opener is dropped
   EXPECT_EQ(r.content, "");
 }
 
 TEST(DeepseekR1Parser, ToolCallsAfterThinking) {
-  R1Parsed r = r1_parse(
+  DsParsed r = r1_parse(
       "need the weather</think>\n\n<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n"
       "```json\n{\"city\": \"Paris\"}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜><｜end▁of▁sentence｜>");
   EXPECT_EQ(r.reasoning, "need the weather");
   EXPECT_EQ(r.calls, "get_weather({\"city\": \"Paris\"})");
   EXPECT_EQ(r.content, "");
   // Tool-call markup inside the reasoning is reasoning text, not a call.
-  R1Parsed inside = r1_parse("<｜tool▁call▁begin｜>x</think>ok<｜end▁of▁sentence｜>");
+  DsParsed inside = r1_parse("<｜tool▁call▁begin｜>x</think>ok<｜end▁of▁sentence｜>");
   EXPECT_EQ(inside.calls, "");
   EXPECT_EQ(inside.content, "ok");
 }

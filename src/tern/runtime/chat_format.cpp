@@ -1,5 +1,7 @@
 #include "tern/runtime/chat_format.h"
 
+#include <algorithm>
+
 #include "tern/core/error.h"
 #include "tern/runtime/chat_template.h"
 #include "tern/runtime/deepseek_chat.h"
@@ -9,6 +11,25 @@
 #include "tern/tokenizer/tokenizer.h"
 
 namespace tern {
+
+std::vector<ChatEvent> ReplyParser::push(int32_t id) {
+  std::vector<ChatEvent> events;
+  if (done()) return events;
+  if (std::find(stops_.begin(), stops_.end(), id) != stops_.end()) {
+    end_reply(events);
+    finish_ = reply_.tool_calls.empty() ? FinishReason::Stop : FinishReason::ToolCalls;
+    events.push_back({ChatEvent::Kind::End});
+    return events;
+  }
+  handle(id, events);
+  return events;
+}
+
+std::vector<ChatEvent> ReplyParser::finish() {
+  std::vector<ChatEvent> events;
+  if (!done()) end_reply(events);
+  return events;
+}
 
 std::unique_ptr<ChatFormat> make_chat_format(std::string_view architecture, const Tokenizer& tokenizer,
                                              std::span<const int32_t> model_stops) {

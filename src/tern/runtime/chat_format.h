@@ -14,6 +14,8 @@
 #include <string_view>
 #include <vector>
 
+#include "tern/tokenizer/stream_decoder.h"
+
 namespace tern {
 
 class Tokenizer;
@@ -91,6 +93,26 @@ class ChatOutputParser {
  protected:
   ChatMessage reply_{"assistant", ""};
   FinishReason finish_ = FinishReason::None;
+};
+
+// What the token-level parsers (ChatML, DeepSeek, GLM-4.5) share: a stop
+// token ends the reply (End event; finish reason ToolCalls when it made
+// calls, else Stop), any other token goes to handle(); finish() ends a reply
+// cut short. end_reply() flushes what the parser holds back.
+class ReplyParser : public ChatOutputParser {
+ public:
+  std::vector<ChatEvent> push(int32_t id) final;
+  std::vector<ChatEvent> finish() final;
+
+ protected:
+  ReplyParser(const Tokenizer& tokenizer, std::vector<int32_t> stops)
+      : tokenizer_(tokenizer), decoder_(tokenizer), stops_(std::move(stops)) {}
+  virtual void handle(int32_t id, std::vector<ChatEvent>& events) = 0;
+  virtual void end_reply(std::vector<ChatEvent>& events) = 0;
+
+  const Tokenizer& tokenizer_;
+  StreamDecoder decoder_;
+  std::vector<int32_t> stops_;
 };
 
 // A model's chat format. Immutable; safe to share between threads.

@@ -119,9 +119,9 @@ ordered_json parse_ordered(const std::string& text, std::string_view what) {
   return j;
 }
 
-// A tool as the template's `tool | tojson` writes it: the object the client
-// sent, or, when only its parts are known, {"type": "function", "function": {...}}.
-std::string tool_json(const ToolDefinition& tool) {
+}  // namespace
+
+std::string tool_template_json(const ToolDefinition& tool) {
   const std::string what = fmt::format("tool '{}'", tool.name);
   if (!tool.json.empty()) return python_json_dumps(parse_ordered(tool.json, what));
   ordered_json function = ordered_json::object();
@@ -133,8 +133,6 @@ std::string tool_json(const ToolDefinition& tool) {
   j["function"] = std::move(function);
   return python_json_dumps(j);
 }
-
-}  // namespace
 
 std::string python_json_dumps(const nlohmann::ordered_json& value) {
   std::string out;
@@ -159,7 +157,7 @@ std::string render_chatml(const std::vector<ChatMessage>& messages, const ChatFo
     out +=
         "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
         "You are provided with function signatures within <tools></tools> XML tags:\n<tools>";
-    for (const auto& tool : options.tools) out += "\n" + tool_json(tool);
+    for (const auto& tool : options.tools) out += "\n" + tool_template_json(tool);
     out +=
         "\n</tools>\n\nFor each function call, return a json object with function name and arguments within "
         "<tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": "
@@ -270,65 +268,50 @@ std::optional<ToolCall> parse_tool_call(const std::string& text) {
 // another call or from the end of the reply is markup, not answer text. A
 // call that does not parse, or is still open at the end, is answer text,
 // markup included.
-class ChatmlParser final : public ChatOutputParser {
+class ChatmlParser final : public ReplyParser {
  public:
   struct Ids {
     int32_t think_open = -1, think_close = -1, call_open = -1, call_close = -1;
   };
 
   ChatmlParser(const Tokenizer& tokenizer, std::vector<int32_t> stops, Ids ids, bool thinking)
-      : tokenizer_(tokenizer), decoder_(tokenizer), stops_(std::move(stops)), ids_(ids), may_think_(thinking) {}
+      : ReplyParser(tokenizer, std::move(stops)), ids_(ids), may_think_(thinking) {}
 
-  std::vector<ChatEvent> push(int32_t id) override {
-    std::vector<ChatEvent> events;
-    if (done()) return events;
-    if (std::find(stops_.begin(), stops_.end(), id) != stops_.end()) {
-      end_reply(events);
-      finish_ = reply_.tool_calls.empty() ? FinishReason::Stop : FinishReason::ToolCalls;
-      events.push_back({ChatEvent::Kind::End});
-      return events;
-    }
+  void handle(int32_t id, std::vector<ChatEvent>& events) override {
     if (id == ids_.think_open && may_think_ && !thinking_) {  // only before any answer text
       thinking_ = true;
       may_think_ = false;
       skip_newlines_ = true;
-      return events;
+      return;
     }
     if (id == ids_.think_close && thinking_) {
       flush(events);
       thinking_ = false;
       while (!reply_.reasoning.empty() && reply_.reasoning.back() == '\n') reply_.reasoning.pop_back();
       skip_newlines_ = true;
-      return events;
+      return;
     }
     if (id == ids_.call_open && !thinking_ && !in_call_) {
       flush(events);  // a character split before the call is answer text
       in_call_ = true;
       may_think_ = false;
       skip_newlines_ = false;
-      return events;
+      return;
     }
     if (id == ids_.call_close && in_call_) {
       flush(events);
       close_call(/*closed=*/true, events);
-      return events;
+      return;
     }
-    if (!tokenizer_.has_token(id) || tokenizer_.is_special(id)) return events;  // stray control token
+    if (!tokenizer_.has_token(id) || tokenizer_.is_special(id)) return;  // stray control token
     emit(decoder_.push(id), events);
-    return events;
-  }
-
-  std::vector<ChatEvent> finish() override {
-    std::vector<ChatEvent> events;
-    if (!done()) end_reply(events);
-    return events;
   }
 
  private:
   void flush(std::vector<ChatEvent>& events) { emit(decoder_.flush(), events); }
 
   // The reply ends: held-back text goes out, an open call as answer text.
-  void end_reply(std::vector<ChatEvent>& events) {
+  void end_reply(std::vector<ChatEvent>& events) override {
     flush(events);
     if (in_call_) close_call(/*closed=*/false, events);
     if (!after_call_ && !held_.empty()) append_content(std::move(held_), events);
@@ -394,9 +377,6 @@ class ChatmlParser final : public ChatOutputParser {
     events.push_back({ChatEvent::Kind::Content, std::move(text)});
   }
 
-  const Tokenizer& tokenizer_;
-  StreamDecoder decoder_;
-  std::vector<int32_t> stops_;
   Ids ids_;
   bool may_think_;
   bool thinking_ = false;

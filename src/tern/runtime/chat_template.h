@@ -37,6 +37,10 @@ std::string strip_thinking(const std::string& content);
 // (1.0, 1e-05, 1e+16). Integers beyond 64 bits (which nlohmann parses as
 // floats) cannot come out as Python's exact ones.
 std::string python_json_dumps(const nlohmann::ordered_json& value);
+// A tool as the templates' `tool | tojson` writes it (ensure_ascii off, as
+// Qwen3's and GLM-4.5's do): the object the client sent, or, when only its
+// parts are known, {"type": "function", "function": {...}}.
+std::string tool_template_json(const ToolDefinition& tool);
 
 // Qwen1.5/Qwen2's ChatML (Qwen1.5-MoE-A2.7B-Chat, Qwen2-57B-A14B-Instruct),
 // as their template renders it: a system message "You are a helpful

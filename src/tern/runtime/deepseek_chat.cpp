@@ -151,7 +151,7 @@ std::optional<ToolCall> parse_call(std::string_view type, std::string_view body)
 // Reply: answer text, then (or instead) <｜tool▁calls▁begin｜>, calls
 // separated by newlines, <｜tool▁calls▁end｜>, then a stop. R1: reasoning
 // first (its prompt opened <think>), up to </think>.
-class DeepseekParser final : public ChatOutputParser {
+class DeepseekParser final : public ReplyParser {
  public:
   struct Ids {
     int32_t calls_begin = -1, calls_end = -1, call_begin = -1, call_end = -1, sep = -1;
@@ -159,25 +159,17 @@ class DeepseekParser final : public ChatOutputParser {
   };
 
   DeepseekParser(const Tokenizer& tokenizer, std::vector<int32_t> stops, Ids ids)
-      : tokenizer_(tokenizer), decoder_(tokenizer), stops_(std::move(stops)), ids_(ids),
+      : ReplyParser(tokenizer, std::move(stops)), ids_(ids),
         state_(ids.think_end >= 0 ? State::Reasoning : State::Text) {}
 
-  std::vector<ChatEvent> push(int32_t id) override {
-    std::vector<ChatEvent> events;
-    if (done()) return events;
-    if (std::find(stops_.begin(), stops_.end(), id) != stops_.end()) {
-      end_reply(events);
-      finish_ = reply_.tool_calls.empty() ? FinishReason::Stop : FinishReason::ToolCalls;
-      events.push_back({ChatEvent::Kind::End});
-      return events;
-    }
+  void handle(int32_t id, std::vector<ChatEvent>& events) override {
     if (id >= 0 && state_ == State::Reasoning) {
-      if (id == ids_.think && reply_.reasoning.empty()) return events;  // a repeated opener
+      if (id == ids_.think && reply_.reasoning.empty()) return;  // a repeated opener
       if (id == ids_.think_end) {
         flush(events);
         state_ = State::Text;
         answer_started_ = false;
-        return events;
+        return;
       }
     }
     if (id >= 0) {
@@ -185,39 +177,32 @@ class DeepseekParser final : public ChatOutputParser {
         flush(events);
         state_ = State::Calls;
         in_block_ = true;
-        return events;
+        return;
       }
       if ((state_ == State::Text || state_ == State::Calls) && id == ids_.call_begin) {
         flush(events);
         state_ = State::CallType;
-        return events;
+        return;
       }
       if (state_ == State::Calls && id == ids_.calls_end) {
         flush(events);
         state_ = State::Text;
         in_block_ = false;
-        return events;
+        return;
       }
       if (state_ == State::CallType && id == ids_.sep) {
         flush(events);
         state_ = State::CallBody;
-        return events;
+        return;
       }
       if ((state_ == State::CallType || state_ == State::CallBody) && id == ids_.call_end) {
         flush(events);
         close_call(/*closed=*/true, events);
-        return events;
+        return;
       }
     }
-    if (!tokenizer_.has_token(id) || tokenizer_.is_special(id)) return events;  // stray control token
+    if (!tokenizer_.has_token(id) || tokenizer_.is_special(id)) return;  // stray control token
     emit(decoder_.push(id), events);
-    return events;
-  }
-
-  std::vector<ChatEvent> finish() override {
-    std::vector<ChatEvent> events;
-    if (!done()) end_reply(events);
-    return events;
   }
 
  private:
@@ -231,7 +216,7 @@ class DeepseekParser final : public ChatOutputParser {
 
   void flush(std::vector<ChatEvent>& events) { emit(decoder_.flush(), events); }
 
-  void end_reply(std::vector<ChatEvent>& events) {
+  void end_reply(std::vector<ChatEvent>& events) override {
     flush(events);
     if (state_ == State::CallType || state_ == State::CallBody) close_call(/*closed=*/false, events);
   }
@@ -284,9 +269,6 @@ class DeepseekParser final : public ChatOutputParser {
     events.push_back({ChatEvent::Kind::Content, std::move(text)});
   }
 
-  const Tokenizer& tokenizer_;
-  StreamDecoder decoder_;
-  std::vector<int32_t> stops_;
   Ids ids_;
   State state_;
   bool answer_started_ = true;  // false right after </think>

@@ -107,21 +107,6 @@ ordered_json parse_object(const std::string& text, const std::string& what) {
   return j;
 }
 
-// A tool as the template's `tool | tojson(ensure_ascii=False)` writes it: the
-// object the client sent, or {"type": "function", "function": {...}}.
-std::string tool_json(const ToolDefinition& tool) {
-  const std::string what = fmt::format("tool '{}'", tool.name);
-  if (!tool.json.empty()) return python_json_dumps(parse_object(tool.json, what));
-  ordered_json function = ordered_json::object();
-  function["name"] = tool.name;
-  if (!tool.description.empty()) function["description"] = tool.description;
-  if (!tool.parameters.empty()) function["parameters"] = parse_object(tool.parameters, what);
-  ordered_json j = ordered_json::object();
-  j["type"] = "function";
-  j["function"] = std::move(function);
-  return python_json_dumps(j);
-}
-
 // Follows the template (src/tern/tokenizer/glm45_chat_template.h) branch by branch.
 std::string render(std::span<const ChatMessage> messages, const ChatFormatOptions& options) {
   auto is_system = [](const ChatMessage& m) { return m.role == "system" || m.role == "developer"; };
@@ -135,7 +120,7 @@ std::string render(std::span<const ChatMessage> messages, const ChatFormatOption
   std::string out(kPrefix);
   if (!options.tools.empty()) {
     out += kToolsHead;
-    for (const ToolDefinition& tool : options.tools) out += tool_json(tool) + "\n";
+    for (const ToolDefinition& tool : options.tools) out += tool_template_json(tool) + "\n";
     out += kToolsTail;
   }
   for (size_t i = 0; i < messages.size(); ++i) {
@@ -246,7 +231,7 @@ StringArgs string_args(const std::vector<ToolDefinition>& tools) {
 }
 
 // Reply: optionally "<think>REASONING</think>", then answer text and tool calls.
-class Glm45Parser final : public ChatOutputParser {
+class Glm45Parser final : public ReplyParser {
  public:
   struct Ids {
     int32_t think = -1, think_end = -1, call = -1, call_end = -1, key = -1, key_end = -1, value = -1,
@@ -254,30 +239,9 @@ class Glm45Parser final : public ChatOutputParser {
   };
 
   Glm45Parser(const Tokenizer& tokenizer, std::vector<int32_t> stops, Ids ids, StringArgs string_args)
-      : tokenizer_(tokenizer),
-        decoder_(tokenizer),
-        stops_(std::move(stops)),
+      : ReplyParser(tokenizer, std::move(stops)),
         ids_(ids),
         string_args_(std::move(string_args)) {}
-
-  std::vector<ChatEvent> push(int32_t id) override {
-    std::vector<ChatEvent> events;
-    if (done()) return events;
-    if (std::find(stops_.begin(), stops_.end(), id) != stops_.end()) {
-      end_reply(events);
-      finish_ = reply_.tool_calls.empty() ? FinishReason::Stop : FinishReason::ToolCalls;
-      events.push_back({ChatEvent::Kind::End});
-      return events;
-    }
-    handle(id, events);
-    return events;
-  }
-
-  std::vector<ChatEvent> finish() override {
-    std::vector<ChatEvent> events;
-    if (!done()) end_reply(events);
-    return events;
-  }
 
  private:
   enum class State {
@@ -292,7 +256,7 @@ class Glm45Parser final : public ChatOutputParser {
 
   bool in_call() const { return state_ != State::Answer && state_ != State::Reasoning; }
 
-  void handle(int32_t id, std::vector<ChatEvent>& events) {
+  void handle(int32_t id, std::vector<ChatEvent>& events) override {
     if (id >= 0 && id == ids_.think && state_ == State::Answer && !answer_.started && !thought_) {
       flush(events);
       answer_ = {};
@@ -418,7 +382,7 @@ class Glm45Parser final : public ChatOutputParser {
     pending_events_.clear();
   }
 
-  void end_reply(std::vector<ChatEvent>& events) {
+  void end_reply(std::vector<ChatEvent>& events) override {
     flush(events);
     if (in_call()) abandon_call(events);
     for (ChatEvent& e : pending_events_) events.push_back(std::move(e));
@@ -447,9 +411,6 @@ class Glm45Parser final : public ChatOutputParser {
     events.push_back({ChatEvent::Kind::Content, std::move(out)});
   }
 
-  const Tokenizer& tokenizer_;
-  StreamDecoder decoder_;
-  std::vector<int32_t> stops_;
   Ids ids_;
   StringArgs string_args_;
   State state_ = State::Answer;
