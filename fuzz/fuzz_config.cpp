@@ -31,7 +31,9 @@ void fuzz_config(std::span<const uint8_t> input) {
       const DeclIndex index = index_decls(decls.tensors);
       for (const TensorDecl& d : decls.tensors) {
         format_bytes(TensorFormat::F32, d.shape);  // overflow-checked; throws tern::Error
-        if (d.shape.empty() || d.shape.size() > (d.is_expert ? 4u : 2u))
+        // Trunk tensors are vectors, matrices or conv taps [channels, 1, kernel]
+        // (Qwen3-Next; the engine reads them flattened); experts up to 4-D.
+        if (d.shape.empty() || d.shape.size() > (d.is_expert ? 4u : 3u))
           broken("tensor '" + d.name + "' has a rank its role does not allow");
         for (int64_t dim : d.shape)
           if (dim < 1) broken("tensor '" + d.name + "' has a dimension below 1");

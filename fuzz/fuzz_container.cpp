@@ -25,7 +25,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr const char* kArchitectures[] = {"qwen3_moe", "gpt_oss"};  // the first is the default
+constexpr const char* kArchitectures[] = {"qwen3_moe", "gpt_oss", "qwen3_next"};  // the first is the default
 
 // The model directory of an architecture: the fixture's data files, and
 // manifest.json per input.

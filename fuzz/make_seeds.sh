@@ -12,7 +12,7 @@ trap 'rm -rf "$tmp"' EXIT
 py=/usr/bin/python3
 
 rm -rf fuzz/corpus fuzz/data
-mkdir -p fuzz/corpus/{safetensors,config,container,tokenizer,trace,usage} fuzz/data/container/{qwen3_moe,gpt_oss} \
+mkdir -p fuzz/corpus/{safetensors,config,container,tokenizer,trace,usage} fuzz/data/container/{qwen3_moe,gpt_oss,qwen3_next} \
   fuzz/data/safetensors
 
 # The built-in tokenizer cut to the 256 byte tokens + 24 merges + the added
@@ -53,7 +53,7 @@ PY
 cp "$tmp/gpt_oss-tiny/config.json" fuzz/corpus/config/gpt_oss-tiny.json
 "$tern" synth --arch gpt_oss --preset tiny --layout float -o "$tmp/gpt_oss-float" -q >/dev/null
 cp "$tmp/gpt_oss-float/config.json" fuzz/corpus/config/gpt_oss-tiny-float.json
-for arch in mixtral olmoe qwen2_moe; do
+for arch in mixtral olmoe qwen2_moe deepseek_v3 glm4_moe qwen3_next; do
   "$tern" synth --arch $arch --preset tiny -o "$tmp/$arch-tiny" -q >/dev/null
   cp "$tmp/$arch-tiny/config.json" fuzz/corpus/config/$arch-tiny.json
 done
@@ -76,6 +76,9 @@ PY
 }
 install_fixture qwen3_moe --tie-embeddings
 install_fixture gpt_oss
+# Gated DeltaNet (a state per sequence) and gated attention, one layer each.
+install_fixture qwen3_next --set linear_num_key_heads=1 --set linear_num_value_heads=2 --set linear_key_head_dim=8 \
+  --set linear_value_head_dim=8 --set full_attention_interval=2 --set shared_expert_intermediate_size=32
 
 # safetensors seeds: the model's 1-D tensors with their data; one matrix; and
 # the whole header over a data section cut short (the truncation path).

@@ -100,7 +100,7 @@ TEST_P(BatchForward, SteppingBackToACheckpointGivesAFreshSessionsLogits) {
   // Diverging before every checkpoint: a model with rings starts over, one
   // without keeps the common prefix; both give the fresh logits.
   const bool rings = s.kv().has_rings();
-  EXPECT_EQ(rings, GetParam() == "gpt_oss" || GetParam() == "mixtral_window");
+  EXPECT_EQ(rings, GetParam() == "gpt_oss" || GetParam() == "mixtral_window" || GetParam() == "qwen3_next");
   std::vector<int32_t> early(prompt_a.begin(), prompt_a.begin() + 5);
   early.push_back(150);
   const int64_t kept = s.keep_common_prefix(early);
@@ -109,6 +109,32 @@ TEST_P(BatchForward, SteppingBackToACheckpointGivesAFreshSessionsLogits) {
   Session fresh_early(*engine);
   fresh_early.feed(early);
   EXPECT_EQ(s.logits(), fresh_early.logits());
+}
+
+// A kept session written to a file and read back (the server keeps
+// conversations across restarts) continues exactly as the original: keys,
+// values, rings, linear-attention states and checkpoints all survive.
+TEST_P(BatchForward, ASavedSessionContinuesBitForBit) {
+  Session s(*engine);
+  s.feed(prompt(9, 6));
+  s.checkpoint();
+  for (int32_t t : {5, 9, 17}) s.feed(std::vector<int32_t>{t});
+  const uint64_t fingerprint = Session::fingerprint(*engine);
+  s.save(dir / "session.bin", fingerprint);
+  Session loaded(*engine);
+  loaded.load(dir / "session.bin", fingerprint);
+  EXPECT_EQ(loaded.tokens(), s.tokens());
+  s.feed(std::vector<int32_t>{21});
+  loaded.feed(std::vector<int32_t>{21});
+  EXPECT_EQ(loaded.logits(), s.logits());
+  // Its checkpoint came along: stepping back to it matches a fresh session.
+  std::vector<int32_t> other = prompt(9, 6);
+  other.push_back(44);
+  EXPECT_EQ(loaded.keep_common_prefix(other), 9);
+  loaded.feed(std::vector<int32_t>{44});
+  Session fresh(*engine);
+  fresh.feed(other);
+  EXPECT_EQ(loaded.logits(), fresh.logits());
 }
 
 // The KV cache of a sliding layer holds only its window: gpt-oss-20b's
@@ -127,6 +153,23 @@ TEST(KvCacheLayout, SlidingLayersKeepOnlyTheirWindow) {
   EXPECT_EQ(kv_cache_bytes(c, 4096), uint64_t{2} * 4 * 512 * 24 * 4096);
 }
 
+// Qwen3-Next-80B-A3B's cache at a 4096-token context: its 12 full-attention
+// layers keep every position (2 KV heads x 256 floats, keys and values), its
+// 36 Gated DeltaNet layers a state each of 3 conv inputs of 8192 channels
+// plus 32 value heads' 128 x 128 matrices, whatever the context.
+TEST(KvCacheLayout, LinearAttentionLayersKeepAFixedState) {
+  ModelConfig c;
+  c.num_layers = 48;
+  c.num_kv_heads = 2;
+  c.head_dim = 256;
+  ModelConfig::LinearAttention& la = c.linear_attention;
+  la = {16, 32, 128, 128, 4, {}};
+  for (int l = 0; l < 48; ++l) la.layers.push_back((l + 1) % 4 != 0);
+  const uint64_t state = 3 * 8192 + 32 * 128 * 128;
+  EXPECT_EQ(kv_cache_bytes(c, 4096), 4 * (uint64_t{2} * 512 * 12 * 4096 + 36 * state));
+  EXPECT_EQ(kv_cache_bytes(c, 65536) - kv_cache_bytes(c, 4096), 4 * uint64_t{2} * 512 * 12 * (65536 - 4096));
+}
+
 TEST_P(BatchForward, RejectsMisuse) {
   Session a(*engine);
   std::vector<Session*> twice = {&a, &a};
@@ -140,7 +183,7 @@ TEST_P(BatchForward, RejectsMisuse) {
 
 INSTANTIATE_TEST_SUITE_P(Architectures, BatchForward, ::testing::Values("qwen3_moe", "gpt_oss", "mixtral", "mixtral_window", "olmoe",
                                                                       "qwen2_moe", "deepseek_v3",
-                                                                      "glm4_moe"));
+                                                                      "glm4_moe", "qwen3_next"));
 
 }  // namespace
 }  // namespace tern

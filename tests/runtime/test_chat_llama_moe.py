@@ -1,7 +1,8 @@
 """`tern chat` end to end on mixtral (Mistral's [INST], SentencePiece-style
 tokenizer), olmoe (Tulu's format), qwen2_moe (Qwen2's ChatML), deepseek_v3 (its
 <｜User｜>/<｜Assistant｜> format, byte-level BPE) and glm4_moe (GLM-4.5's
-[gMASK]<sop><|user|> format, <|user|> one of its stops) synthetic
+[gMASK]<sop><|user|> format, <|user|> one of its stops) and qwen3_next (Qwen3's
+ChatML over linear-attention states) synthetic
 models: the rendered prompt, the reply text up to the stop token, the next
 turn's prompt with the history, prefix reuse across turns, and a sampled
 run. Random weights write arbitrary tokens, so the shown text is checked with
@@ -34,6 +35,12 @@ CASES = [
     ("glm4_moe", "Hello there<|user|>never shown",
      "[gMASK]<sop><|user|>\none<|assistant|>",
      "[gMASK]<sop><|user|>\none<|assistant|>\n<think></think>\nHello there<|user|>\ntwo<|assistant|>"),
+    # Qwen3-Next: Qwen3's ChatML; the next turn reuses the prefix through a checkpoint of its
+    # linear-attention states (they cannot step back otherwise)
+    ("qwen3_next", "Hello there<|im_end|>never shown",
+     "<|im_start|>user\none<|im_end|>\n<|im_start|>assistant\n",
+     "<|im_start|>user\none<|im_end|>\n<|im_start|>assistant\nHello there<|im_end|>\n<|im_start|>user\ntwo<|im_end|>\n"
+     "<|im_start|>assistant\n"),
 ]
 
 

@@ -23,7 +23,9 @@ ARCHS = [("qwen3_moe", ["--preset", "small", "--seed", "4"]),
          # MLA over a latent KV cache, grouped sigmoid routing, an ungated shared expert, a dense first layer
          ("deepseek_v3", ["--arch", "deepseek_v3", "--preset", "tiny", "--seed", "4"]),
          # partial rotary, q/k norm, the same routing
-         ("glm4_moe", ["--arch", "glm4_moe", "--preset", "tiny", "--seed", "4"])]
+         ("glm4_moe", ["--arch", "glm4_moe", "--preset", "tiny", "--seed", "4"]),
+         # Gated DeltaNet layers (a recurrent state per sequence) beside gated attention, a shared expert
+         ("qwen3_next", ["--arch", "qwen3_next", "--preset", "tiny", "--seed", "4"])]
 
 
 class PlacementInvariance(TernTestCase):

@@ -13,13 +13,14 @@ const ArchSpec& olmoe_arch();
 const ArchSpec& qwen2_moe_arch();
 const ArchSpec& deepseek_v3_arch();
 const ArchSpec& glm4_moe_arch();
+const ArchSpec& qwen3_next_arch();
 
 namespace {
 
 const std::vector<const ArchSpec*>& registry() {
   static const std::vector<const ArchSpec*> archs = {&qwen3_moe_arch(), &gpt_oss_arch(), &mixtral_arch(), &olmoe_arch(),
                                                      &qwen2_moe_arch(), &deepseek_v3_arch(),
-                                                     &glm4_moe_arch()};
+                                                     &glm4_moe_arch(), &qwen3_next_arch()};
   return archs;
 }
 

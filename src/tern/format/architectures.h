@@ -35,6 +35,10 @@ enum class WeightInit {
   Embedding,  // embeddings: std 1
   Zeros,      // biases: small (±0.1) so they are exercised
   Logit,      // per-head learned logits (attention sinks): std 1
+  // Qwen3-Next's A_log (the log of each value head's decay rate): log A
+  // around log 0.1, so exp(g) = exp(-A softplus(a + dt_bias)) keeps a state
+  // for several tokens.
+  LogDecay,
   // MXFP4 blocks and their scales, drawn together so the values have std
   // ~1/sqrt(fan_in) (random E2M1 codes, scale bytes around the exponent that
   // gives it).

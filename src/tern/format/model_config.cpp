@@ -23,6 +23,11 @@ bool ModelConfig::layer_is_sliding(int64_t layer) const {
          sliding_layers[static_cast<size_t>(layer)];
 }
 
+bool ModelConfig::layer_is_linear(int64_t layer) const {
+  return linear_attention.present() && layer >= 0 && static_cast<size_t>(layer) < linear_attention.layers.size() &&
+         linear_attention.layers[static_cast<size_t>(layer)];
+}
+
 int64_t ModelConfig::num_moe_layers() const {
   int64_t n = 0;
   for (int64_t l = 0; l < num_layers; ++l) n += layer_is_moe(l) ? 1 : 0;

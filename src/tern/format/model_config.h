@@ -122,6 +122,31 @@ struct ModelConfig {
     bool present() const { return kv_lora_rank > 0; }
   } mla;
 
+  // Gated DeltaNet linear attention (Qwen3-Next): on the layers it marks, a
+  // layer mixes tokens through a causal depthwise conv1d of conv_kernel taps
+  // over q|k|v and the gated delta rule, keeping a fixed-size state per
+  // sequence (the last conv_kernel - 1 inputs and a key_head_dim x
+  // value_head_dim matrix per value head) instead of keys and values.
+  struct LinearAttention {
+    int64_t num_key_heads = 0, num_value_heads = 0, key_head_dim = 0, value_head_dim = 0, conv_kernel = 0;
+    std::vector<bool> layers;  // per layer: linear attention (else full attention)
+    bool present() const { return num_key_heads > 0; }
+    int64_t key_dim() const { return num_key_heads * key_head_dim; }
+    int64_t value_dim() const { return num_value_heads * value_head_dim; }
+    int64_t conv_dim() const { return 2 * key_dim() + value_dim(); }
+    // Floats of one layer's state: conv inputs, then the delta-rule matrices.
+    int64_t state_floats() const {
+      return (conv_kernel - 1) * conv_dim() + num_value_heads * key_head_dim * value_head_dim;
+    }
+  } linear_attention;
+  // Full attention with a per-head sigmoid output gate: q_proj yields
+  // [query, gate] per head, the attention output is multiplied by
+  // sigmoid(gate) before o_proj (Qwen3-Next).
+  bool attention_output_gate = false;
+  // RMSNorm weights stored zero-centred: the scale is 1 + w (Qwen3-Next's
+  // decoder norms and q/k norms).
+  bool zero_centred_norms = false;
+
   // Fine-grained FP8 weights (quantization_config quant_method "fp8", as
   // DeepSeek-V3/R1, Kimi-K2 and Qwen3's -FP8 releases ship): a projection is
   // F8_E4M3 [out, in] with "<name>_scale_inv" [ceil(out / rows), ceil(in /
@@ -138,6 +163,8 @@ struct ModelConfig {
   bool layer_is_moe(int64_t layer) const;
   // Whether layer `layer` attends through the sliding window.
   bool layer_is_sliding(int64_t layer) const;
+  // Whether layer `layer` is a linear-attention (Gated DeltaNet) layer.
+  bool layer_is_linear(int64_t layer) const;
   int64_t num_moe_layers() const;
 };
 

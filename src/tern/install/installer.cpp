@@ -51,8 +51,10 @@ struct TempDirGuard {
   }
 };
 
+// Vectors, routers and tensors of more than two dimensions (Qwen3-Next's
+// conv1d taps [channels, 1, kernel]) stay F32.
 bool keeps_full_precision(const TensorDecl& d) {
-  return d.shape.size() < 2 || d.init == WeightInit::Router;
+  return d.shape.size() != 2 || d.init == WeightInit::Router;
 }
 
 struct Planned {

@@ -1,6 +1,7 @@
 #include "tern/models/attention_block.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "tern/core/error.h"
 #include "tern/kernels/attention.h"
@@ -12,7 +13,7 @@ namespace tern {
 
 namespace {
 
-enum Slot { kQ = 0, kK, kV, kAtt, kScores, kCos, kSin, kNormed };
+enum Slot { kQ = 0, kK, kV, kAtt, kScores, kCos, kSin, kNormed, kQGate, kGate };
 
 void add_bias(float* y, const float* bias, int64_t n, int64_t dim) {
   if (!bias) return;
@@ -60,10 +61,25 @@ void attention_forward(const AttentionWeights& w, const AttentionShape& s, const
   float* cos = scratch.get(kCos, half);
   float* sin = scratch.get(kSin, half);
   float* tmp = scratch.get(kNormed, std::max(s.head_dim, (w.q_norm_whole || w.k_norm_whole) ? q_dim : 0));
-  matmul(w.q, x, n, q, pool);
+  float* gate = nullptr;
+  if (w.output_gate) {
+    // [query, gate] per head: split into q and the gate.
+    float* qg = scratch.get(kQGate, n * 2 * q_dim);
+    gate = scratch.get(kGate, n * q_dim);
+    matmul(w.q, x, n, qg, pool);
+    add_bias(qg, w.q_bias, n, 2 * q_dim);
+    for (int64_t t = 0; t < n; ++t)
+      for (int64_t h = 0; h < s.n_heads; ++h) {
+        const float* src = qg + t * 2 * q_dim + h * 2 * s.head_dim;
+        std::copy(src, src + s.head_dim, q + t * q_dim + h * s.head_dim);
+        std::copy(src + s.head_dim, src + 2 * s.head_dim, gate + t * q_dim + h * s.head_dim);
+      }
+  } else {
+    matmul(w.q, x, n, q, pool);
+    add_bias(q, w.q_bias, n, q_dim);
+  }
   matmul(w.k, x, n, k, pool);
   matmul(w.v, x, n, v, pool);
-  add_bias(q, w.q_bias, n, q_dim);
   add_bias(k, w.k_bias, n, kv_dim);
   add_bias(v, w.v_bias, n, kv_dim);
   norm_rows(q, n, q_dim, w.q_norm_whole, s.norm_eps, tmp);
@@ -100,6 +116,8 @@ void attention_forward(const AttentionWeights& w, const AttentionShape& s, const
     const int64_t first = s.window > 0 ? std::max<int64_t>(0, pos - s.window + 1) : 0;
     attention_decode(qt, kv.ring(layer), first, pos, heads, att + t * q_dim, scores, pool);
   }
+  if (gate)
+    for (int64_t i = 0; i < n * q_dim; ++i) att[i] *= 1.0f / (1.0f + std::exp(-gate[i]));
   matmul(w.o, att, n, out, pool);
   add_bias(out, w.o_bias, n, s.hidden);
 }

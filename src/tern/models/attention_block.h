@@ -4,7 +4,8 @@
 // over the whole projection (OLMoE), optional clamping of q/k/v (OLMoE's
 // clip_qkv), RoPE (on the leading rotary_dim dims of each head when partial),
 // grouped-query causal attention over the KV cache (with an
-// optional sliding window and sink logits), output projection.
+// optional sliding window and sink logits), an optional sigmoid output
+// gate per head (Qwen3-Next), output projection.
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -30,6 +31,10 @@ struct AttentionWeights {
   const float* q_norm_whole = nullptr;
   const float* k_norm_whole = nullptr;
   const float* sinks = nullptr;   // [n_heads] attention-sink logits (gpt_oss), or null
+  // q_proj yields 2 x head_dim rows per head, [query, gate] (and q_bias as
+  // many); each head's output is multiplied by sigmoid(gate) before o_proj
+  // (Qwen3-Next's gated attention).
+  bool output_gate = false;
 };
 
 struct AttentionShape {

@@ -20,11 +20,20 @@ void DecoderModel::use_plain_rope() {
   shape_ = default_attention_shape();
 }
 
+const float* DecoderModel::norm_weight(const std::string& name) const {
+  const float* w = w_.vector(name);
+  if (!cfg_.zero_centred_norms) return w;
+  const TrunkTensor& t = tm_.trunk_tensor(name);
+  std::vector<float>& shifted = shifted_norms_.emplace_back(static_cast<size_t>(t.shape.at(0)));
+  for (size_t i = 0; i < shifted.size(); ++i) shifted[i] = 1.0f + w[i];
+  return shifted.data();
+}
+
 DecoderLayer DecoderModel::layer_with_norms(int64_t l) const {
   const std::string p = layer_prefix(l);
   DecoderLayer layer;
-  layer.input_norm = w_.vector(p + "input_layernorm.weight");
-  layer.post_norm = w_.vector(p + "post_attention_layernorm.weight");
+  layer.input_norm = norm_weight(p + "input_layernorm.weight");
+  layer.post_norm = norm_weight(p + "post_attention_layernorm.weight");
   return layer;
 }
 
@@ -96,7 +105,7 @@ const ExpertLayer* DecoderModel::experts_of(int64_t layer) const {
 void DecoderModel::finish_loading() {
   embed_ = w_.matrix("model.embed_tokens.weight");
   lm_head_ = cfg_.tie_word_embeddings ? embed_ : w_.matrix("lm_head.weight");
-  final_norm_ = w_.vector("model.norm.weight");
+  final_norm_ = norm_weight("model.norm.weight");
   moe_.clear();
   for (const DecoderLayer& L : layers_) moe_.push_back(L.moe);
 }
@@ -117,6 +126,8 @@ void DecoderModel::forward_batch(std::span<const SequenceBatch> sequences, Forwa
     shape.window = L.window;
     for (int64_t t = 0; t < n; ++t) rmsnorm(x + t * H, L.input_norm, H, eps, xn + t * H);
     if (L.mla.present()) mla_attention_forward(L.mla, mla_shape_, xn, rows_.slots, l, y, attn_scratch_, pool_);
+    else if (L.deltanet.present())
+      gated_deltanet_forward(L.deltanet, deltanet_shape_, xn, rows_.slots, l, y, attn_scratch_, pool_);
     else attention_forward(L.attn, shape, xn, rows_.slots, l, y, attn_scratch_, pool_);
     add(x, y, x, n * H);
     for (int64_t t = 0; t < n; ++t) rmsnorm(x + t * H, L.post_norm, H, eps, xn + t * H);

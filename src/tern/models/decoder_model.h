@@ -2,7 +2,8 @@
 // DecoderModel — the pre-norm decoder every supported architecture is:
 //   x += attention(rmsnorm(x))                  per layer: its AttentionWeights
 //                                               and sliding window (0: none),
-//                                               or multi-head latent attention
+//                                               or multi-head latent attention,
+//                                               or Gated DeltaNet linear attention
 //   x += moe(rmsnorm(x)) or mlp(rmsnorm(x))     routed experts (+ an optional
 //                                               gated shared expert), or a dense
 //                                               SwiGLU MLP
@@ -11,12 +12,14 @@
 // prefetch and the tracing are this class's, so every mechanism applies to
 // every architecture unchanged.
 #include <cstdint>
+#include <deque>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "tern/models/attention_block.h"
 #include "tern/models/decoder.h"
+#include "tern/models/gated_deltanet.h"
 #include "tern/models/mla_attention.h"
 #include "tern/models/model.h"
 #include "tern/models/moe_block.h"
@@ -29,6 +32,7 @@ struct DecoderLayer {
   const float* post_norm = nullptr;
   AttentionWeights attn;
   MlaWeights mla;            // present: the layer attends through MLA (mla_shape_), not attn
+  DeltaNetWeights deltanet;  // present: the layer mixes through Gated DeltaNet (deltanet_shape_)
   int64_t window = 0;        // > 0: sliding-window attention over this many keys
   MoeLayerRef moe;           // experts null: a dense layer
   WeightView gate, up, down;  // the dense layer's SwiGLU MLP
@@ -57,6 +61,10 @@ class DecoderModel : public Model {
   void use_plain_rope();
   // Layer l with its input_layernorm and post_attention_layernorm loaded.
   DecoderLayer layer_with_norms(int64_t layer) const;
+  // An RMSNorm weight: the stored vector, or 1 + w when the config stores
+  // norms zero-centred (Qwen3-Next; 1 + w rounded to float, as transformers
+  // computes it in float32).
+  const float* norm_weight(const std::string& name) const;
   // Layer l's routed experts behind the router `router` (a tensor name), with
   // the softmax-then-top-k rule (renormalised when `renormalise`); the MoE
   // input is normalised by the layer's post_norm.
@@ -82,11 +90,13 @@ class DecoderModel : public Model {
   std::vector<float> inv_freq_;
   AttentionShape shape_;
   MlaShape mla_shape_;  // the MLA layers' shape
+  DeltaNetShape deltanet_shape_;  // the linear-attention layers' shape
   ExpertFfn ffn_;
   std::vector<DecoderLayer> layers_;
 
  private:
   WeightView embed_, lm_head_;
+  mutable std::deque<std::vector<float>> shifted_norms_;  // norm_weight's 1 + w copies
   const float* final_norm_ = nullptr;
   std::vector<MoeLayerRef> moe_;
   Predictions predictions_;  // per layer (experts null for dense layers)

@@ -23,8 +23,10 @@ TrunkWeights::TrunkWeights(const TernModel& model, bool verify) : model_(model) 
              "corrupt, reinstall the model",
              t.name, model.trunk_file().path(), t.offset, hash_hex(t.checksum), hash_hex(got));
     }
-    if (t.shape.size() == 1) {
-      std::vector<float> v(static_cast<size_t>(t.shape[0]));
+    if (t.shape.size() != 2) {  // vectors, and conv taps [channels, 1, kernel] flattened
+      int64_t n = 1;
+      for (int64_t d : t.shape) n *= d;
+      std::vector<float> v(static_cast<size_t>(n));
       convert_elements(p, t.format, v.data(), TensorFormat::F32, v.size());
       vectors_[t.name] = std::move(v);
     }

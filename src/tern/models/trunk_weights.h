@@ -20,7 +20,8 @@ class TrunkWeights {
   bool has(const std::string& name) const;
   // A 2-D tensor [rows, cols]; throws naming the tensor if absent or not 2-D.
   WeightView matrix(const std::string& name) const;
-  // A 1-D tensor as F32 (converted once at load).
+  // A tensor that is not 2-D (a vector; conv taps) as F32, flattened
+  // (converted once at load).
   const float* vector(const std::string& name) const;
   uint64_t resident_bytes() const { return data_.size(); }
 

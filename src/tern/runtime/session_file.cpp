@@ -1,12 +1,13 @@
 // Session::save / Session::load: a kept conversation in a file.
 //
-//   "TERNKV1\0", u64 fingerprint, u64 context, u64 layers, u64 tokens
+//   "TERNKV2\0", u64 fingerprint, u64 context, u64 layers, u64 tokens
 //   i32 token ids
-//   per layer: u64 capacity, u64 kv_dim
+//   per layer: u64 capacity, u64 kv_dim, u64 state floats
 //   per layer: keys then values of the positions in use (a full layer:
 //     tokens x kv_dim floats; a ring layer: its whole ring; a latent cache,
-//     whose values are its keys: keys only)
-//   u64 checkpoints; each: u64 position, then the ring layers' keys and values
+//     whose values are its keys: keys only), or a state layer's state
+//   u64 checkpoints; each: u64 position, then the ring layers' keys and
+//     values, then the state layers' states
 //   u64 xxh3-64 of every byte before it
 // Little-endian, as the machine that wrote it (the fingerprint ties a file
 // to one model and context, so it is only ever read back where it was made).
@@ -21,7 +22,7 @@ namespace tern {
 
 namespace {
 
-constexpr char kMagic[8] = {'T', 'E', 'R', 'N', 'K', 'V', '1', '\0'};
+constexpr char kMagic[8] = {'T', 'E', 'R', 'N', 'K', 'V', '2', '\0'};
 
 class HashedWriter {
  public:
@@ -64,20 +65,17 @@ class HashedReader {
   Hasher hasher_;
 };
 
-bool is_ring(const KVCache& kv, int64_t l) { return kv.capacity(l) < kv.max_positions(); }
-
-// Floats of layer l's keys (or values) that a session of n tokens uses.
+// Floats of layer l's keys (or values) that a session of n tokens uses
+// (a state layer: its state, stored as keys).
 size_t used_floats(const KVCache& kv, int64_t l, int64_t n) {
-  const int64_t positions = is_ring(kv, l) ? kv.capacity(l) : n;
+  if (kv.is_state_layer(l)) return static_cast<size_t>(kv.state_floats(l));
+  const int64_t positions = kv.is_ring(l) ? kv.capacity(l) : n;
   return static_cast<size_t>(positions * kv.kv_dim(l));
 }
 
-size_t ring_floats(const KVCache& kv) {
-  size_t n = 0;
-  for (int64_t l = 0; l < kv.layers(); ++l)
-    if (is_ring(kv, l)) n += static_cast<size_t>(kv.capacity(l) * kv.kv_dim(l));
-  return n;
-}
+// Where layer l's keys (a state layer: its state) and values start.
+float* layer_keys(KVCache& kv, int64_t l) { return kv.is_state_layer(l) ? kv.state(l) : kv.keys(l, 0); }
+bool has_values(const KVCache& kv, int64_t l) { return !kv.is_state_layer(l) && !kv.values_alias_keys(); }
 
 }  // namespace
 
@@ -102,18 +100,20 @@ void Session::save(const std::filesystem::path& path, uint64_t fingerprint) cons
     for (int64_t l = 0; l < kv_.layers(); ++l) {
       w.u64(static_cast<uint64_t>(kv_.capacity(l)));
       w.u64(static_cast<uint64_t>(kv_.kv_dim(l)));
+      w.u64(static_cast<uint64_t>(kv_.state_floats(l)));
     }
     auto& kv = const_cast<KVCache&>(kv_);  // keys()/values() are not const; nothing is written
     const auto n = static_cast<int64_t>(tokens_.size());
     for (int64_t l = 0; l < kv_.layers(); ++l) {
-      w.bytes(kv.keys(l, 0), used_floats(kv_, l, n) * sizeof(float));
-      if (!kv_.values_alias_keys()) w.bytes(kv.values(l, 0), used_floats(kv_, l, n) * sizeof(float));
+      w.bytes(layer_keys(kv, l), used_floats(kv_, l, n) * sizeof(float));
+      if (has_values(kv_, l)) w.bytes(kv.values(l, 0), used_floats(kv_, l, n) * sizeof(float));
     }
     w.u64(checkpoints_.size());
     for (const auto& c : checkpoints_) {
       w.u64(static_cast<uint64_t>(c.position));
       w.bytes(c.k.data(), c.k.size() * sizeof(float));
       w.bytes(c.v.data(), c.v.size() * sizeof(float));
+      w.bytes(c.state.data(), c.state.size() * sizeof(float));
     }
     const uint64_t digest = w.digest();
     f.write_all(&digest, sizeof digest);
@@ -143,13 +143,16 @@ void Session::load(const std::filesystem::path& path, uint64_t fingerprint) {
     const int64_t vocab = engine_.config().vocab_size;
     for (int32_t t : tokens)
       if (t < 0 || t >= vocab) fail("{}: token id {} outside the vocabulary", r.what(), t);
-    for (int64_t l = 0; l < kv_.layers(); ++l)
-      if (r.u64() != static_cast<uint64_t>(kv_.capacity(l)) || r.u64() != static_cast<uint64_t>(kv_.kv_dim(l)))
+    for (int64_t l = 0; l < kv_.layers(); ++l) {
+      const uint64_t capacity = r.u64(), width = r.u64(), state = r.u64();
+      if (capacity != static_cast<uint64_t>(kv_.capacity(l)) || width != static_cast<uint64_t>(kv_.kv_dim(l)) ||
+          state != static_cast<uint64_t>(kv_.state_floats(l)))
         fail("{}: layer {}'s KV shape differs from this model's", r.what(), l);
+    }
     for (int64_t l = 0; l < kv_.layers(); ++l) {
       const size_t floats = used_floats(kv_, l, static_cast<int64_t>(n));
-      r.bytes(kv_.keys(l, 0), floats * sizeof(float));
-      if (!kv_.values_alias_keys()) r.bytes(kv_.values(l, 0), floats * sizeof(float));
+      r.bytes(layer_keys(kv_, l), floats * sizeof(float));
+      if (has_values(kv_, l)) r.bytes(kv_.values(l, 0), floats * sizeof(float));
     }
     const uint64_t checkpoints = r.u64();
     if (checkpoints > kMaxCheckpoints) fail("{}: {} checkpoints (at most {})", r.what(), checkpoints, kMaxCheckpoints);
@@ -157,10 +160,13 @@ void Session::load(const std::filesystem::path& path, uint64_t fingerprint) {
     for (auto& c : saved) {
       c.position = static_cast<int64_t>(r.u64());
       if (c.position < 0 || static_cast<uint64_t>(c.position) > n) fail("{}: checkpoint beyond the tokens", r.what());
-      c.k.resize(ring_floats(kv_));
-      c.v.resize(ring_floats(kv_));
+      const auto ring = static_cast<size_t>(kv_.total_ring_floats());
+      c.k.resize(ring);
+      c.v.resize(kv_.values_alias_keys() ? 0 : ring);
+      c.state.resize(static_cast<size_t>(kv_.total_state_floats()));
       r.bytes(c.k.data(), c.k.size() * sizeof(float));
       r.bytes(c.v.data(), c.v.size() * sizeof(float));
+      r.bytes(c.state.data(), c.state.size() * sizeof(float));
     }
     const uint64_t digest = r.digest();
     uint64_t stored = 0;

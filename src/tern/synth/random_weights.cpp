@@ -55,6 +55,10 @@ WeightStream::WeightStream(uint64_t seed, std::string_view tensor_name, WeightIn
       center_ = 0.0f;
       half_width_ = sqrt3;
       break;
+    case WeightInit::LogDecay:  // A in [0.03, 0.33]: decays of 0.65-0.97 per token
+      center_ = -2.3f;
+      half_width_ = 1.2f;
+      break;
     case WeightInit::Mxfp4Blocks:
     case WeightInit::Mxfp4Scales:
     case WeightInit::Mxfp4Dequantized:
