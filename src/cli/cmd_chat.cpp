@@ -105,7 +105,8 @@ class Chat {
  public:
   Chat(Engine& engine, const ChatFlags& f)
       : engine_(engine), f_(f), session_(engine),
-        format_(make_chat_format(engine.config().architecture, engine.tokenizer(), engine.stop_tokens())) {
+        format_(make_chat_format(engine.config().architecture, engine.tokenizer(), engine.stop_tokens(),
+                                engine.hf_chat_template())) {
     const bool harmony = format_->name() == "harmony";
     if (harmony && f.no_think) fail("--no-think is for Qwen3; gpt-oss always reasons (use --reasoning-effort low)");
     options_.enable_thinking = !f.no_think;

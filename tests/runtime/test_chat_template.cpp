@@ -83,5 +83,41 @@ TEST(ChatTemplate, ParserWithoutThinkingTakesEverythingAsTheAnswer) {
   EXPECT_FALSE(plain.ended);
 }
 
+// The generation prompts of the two Qwen3 template families, as their Jinja
+// sources write them (Qwen3-30B-A3B's hybrid template; the Thinking-2507
+// releases' and Qwen3-Next-80B-A3B-Thinking's).
+constexpr const char* kHybridTemplate =
+    "{%- if add_generation_prompt %}\n    {{- '<|im_start|>assistant\\n' }}\n    {%- if enable_thinking is defined "
+    "and enable_thinking is false %}\n        {{- '<think>\\n\\n</think>\\n\\n' }}\n    {%- endif %}\n{%- endif %}";
+constexpr const char* kThinkingTemplate =
+    "{%- if add_generation_prompt %}\n    {{- '<|im_start|>assistant\\n<think>\\n' }}\n{%- endif %}";
+
+TEST(ChatTemplate, AThinkingReleasesTemplateOpensReasoningInThePrompt) {
+  const Tokenizer& t = qwen3_tokenizer();
+  EXPECT_EQ(make_chat_format("qwen3_next", t, {}, kHybridTemplate)->name(), "qwen3-chatml");
+  EXPECT_EQ(make_chat_format("qwen3_next", t, {})->name(), "qwen3-chatml");
+  auto format = make_chat_format("qwen3_next", t, {}, kThinkingTemplate);
+  EXPECT_EQ(format->name(), "qwen3-thinking-chatml");
+  const std::vector<ChatMessage> turn2 = {{"user", "a"}, {"assistant", "<think>\nhmm\n</think>\n\nb"}, {"user", "c"}};
+  // History as the hybrid template renders it; the prompt opens <think>
+  // whatever enable_thinking says.
+  for (bool thinking : {true, false})
+    EXPECT_EQ(format->render(turn2, {.add_generation_prompt = true, .enable_thinking = thinking}),
+              render_chatml(turn2, {.add_generation_prompt = false}) + "<|im_start|>assistant\n<think>\n");
+  EXPECT_EQ(format->render(turn2, {.add_generation_prompt = false}), render_chatml(turn2, {.add_generation_prompt = false}));
+  // The reply starts inside the reasoning.
+  auto parser = format->make_parser({.add_generation_prompt = true});
+  std::string reasoning, content;
+  for (int32_t id : t.encode("The user says c.\n</think>\n\nSure.<|im_end|>"))
+    for (const auto& e : parser->push(id)) {
+      if (e.kind == ChatEvent::Kind::Reasoning) reasoning += e.text;
+      if (e.kind == ChatEvent::Kind::Content) content += e.text;
+    }
+  parser->finish();
+  EXPECT_EQ(reasoning, "The user says c.\n");  // streamed as generated; the reply strips it
+  EXPECT_EQ(content, "Sure.");
+  EXPECT_EQ(parser->reply().reasoning, "The user says c.");
+}
+
 }  // namespace
 }  // namespace tern

@@ -32,16 +32,22 @@ std::vector<ChatEvent> ReplyParser::finish() {
 }
 
 std::unique_ptr<ChatFormat> make_chat_format(std::string_view architecture, const Tokenizer& tokenizer,
-                                             std::span<const int32_t> model_stops) {
+                                             std::span<const int32_t> model_stops, std::string_view hf_template) {
   auto has = [&](const char* token) { return tokenizer.token_id(token) >= 0; };
   const bool chatml = has("<|im_start|>") && has("<|im_end|>");
   const bool harmony = has("<|start|>") && has("<|channel|>") && has("<|message|>");
   if (architecture == "gpt_oss" || (harmony && !chatml)) return make_harmony_format(tokenizer, model_stops);
   // ChatML first: fine-tunes of other architectures often add its tokens.
   // Qwen1.5/Qwen2 render it as their own templates do.
-  if (chatml)
+  if (chatml) {
+    // The Thinking releases' templates write the generation prompt as
+    // '<|im_start|>assistant\n<think>\n' (a Jinja string literal).
+    const bool thinking = hf_template.find("'<|im_start|>assistant\\n<think>\\n'") != std::string_view::npos;
     return make_chatml_format(tokenizer, model_stops,
-                              architecture == "qwen2_moe" ? ChatmlFlavor::Qwen2 : ChatmlFlavor::Qwen3);
+                              architecture == "qwen2_moe" ? ChatmlFlavor::Qwen2
+                              : thinking                  ? ChatmlFlavor::Qwen3Thinking
+                                                          : ChatmlFlavor::Qwen3);
+  }
   if (architecture == "mixtral") return make_mistral_format(tokenizer, model_stops);
   if (architecture == "olmoe") return make_tulu_format(tokenizer, model_stops);
   if (architecture == "deepseek_v3") return make_deepseek_v3_format(tokenizer, model_stops);

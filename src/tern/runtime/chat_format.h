@@ -140,8 +140,12 @@ class ChatFormat {
 // for deepseek_v3, GLM-4.5's for glm4_moe; otherwise an error.
 // `model_stops` are the model's configured end-of-sequence ids
 // (Engine::stop_tokens()); the format adds its own and removes ids that are
-// structure, not stops (harmony's <|end|>). The tokenizer must outlive the format.
+// structure, not stops (harmony's <|end|>). `hf_template`, the model's own
+// chat_template text (Engine::hf_chat_template()), tells variants of one
+// family apart: a ChatML template whose generation prompt opens
+// "<think>\n" (Qwen3-*-Thinking-2507, Qwen3-Next-80B-A3B-Thinking) gets
+// ChatmlFlavor::Qwen3Thinking. The tokenizer must outlive the format.
 std::unique_ptr<ChatFormat> make_chat_format(std::string_view architecture, const Tokenizer& tokenizer,
-                                             std::span<const int32_t> model_stops);
+                                             std::span<const int32_t> model_stops, std::string_view hf_template = {});
 
 }  // namespace tern

@@ -274,8 +274,11 @@ class ChatmlParser final : public ReplyParser {
     int32_t think_open = -1, think_close = -1, call_open = -1, call_close = -1;
   };
 
-  ChatmlParser(const Tokenizer& tokenizer, std::vector<int32_t> stops, Ids ids, bool thinking)
-      : ReplyParser(tokenizer, std::move(stops)), ids_(ids), may_think_(thinking) {}
+  // thinking: the reply may open with <think>; in_reasoning: the prompt
+  // opened it (the reply is reasoning up to </think>).
+  ChatmlParser(const Tokenizer& tokenizer, std::vector<int32_t> stops, Ids ids, bool thinking, bool in_reasoning)
+      : ReplyParser(tokenizer, std::move(stops)), ids_(ids), may_think_(thinking && !in_reasoning),
+        thinking_(in_reasoning), skip_newlines_(in_reasoning) {}
 
   void handle(int32_t id, std::vector<ChatEvent>& events) override {
     if (id == ids_.think_open && may_think_ && !thinking_) {  // only before any answer text
@@ -379,8 +382,8 @@ class ChatmlParser final : public ReplyParser {
 
   Ids ids_;
   bool may_think_;
-  bool thinking_ = false;
-  bool skip_newlines_ = false;
+  bool thinking_;
+  bool skip_newlines_;
   bool in_call_ = false;     // between <tool_call> and </tool_call>
   std::string call_text_;    // the open call's text
   std::string held_;         // answer whitespace not yet emitted
@@ -405,15 +408,25 @@ class ChatmlFormat final : public ChatFormat {
     if (flavor == ChatmlFlavor::Qwen2) ids_.think_open = ids_.think_close = -1;
   }
 
-  std::string_view name() const override { return flavor_ == ChatmlFlavor::Qwen2 ? "qwen2-chatml" : "qwen3-chatml"; }
+  std::string_view name() const override {
+    return flavor_ == ChatmlFlavor::Qwen2           ? "qwen2-chatml"
+           : flavor_ == ChatmlFlavor::Qwen3Thinking ? "qwen3-thinking-chatml"
+                                                    : "qwen3-chatml";
+  }
   std::string render(std::span<const ChatMessage> messages, const ChatFormatOptions& options) const override {
     if (flavor_ == ChatmlFlavor::Qwen2) return render_qwen2_chatml(messages, options);
-    return render_chatml(std::vector<ChatMessage>(messages.begin(), messages.end()), options);
+    const std::vector<ChatMessage> all(messages.begin(), messages.end());
+    if (flavor_ != ChatmlFlavor::Qwen3Thinking) return render_chatml(all, options);
+    ChatFormatOptions history = options;  // enable_thinking means nothing to this template
+    history.add_generation_prompt = false;
+    return render_chatml(all, history) + (options.add_generation_prompt ? "<|im_start|>assistant\n<think>\n" : "");
   }
   const std::vector<int32_t>& stop_tokens() const override { return stops_; }
   std::unique_ptr<ChatOutputParser> make_parser(const ChatFormatOptions& options) const override {
-    return std::make_unique<ChatmlParser>(tokenizer_, stops_, ids_,
-                                          options.enable_thinking && ids_.think_open >= 0 && ids_.think_close >= 0);
+    const bool think_tokens = ids_.think_open >= 0 && ids_.think_close >= 0;
+    const bool prompt_opened = flavor_ == ChatmlFlavor::Qwen3Thinking && think_tokens;
+    return std::make_unique<ChatmlParser>(tokenizer_, stops_, ids_, options.enable_thinking && think_tokens,
+                                          prompt_opened);
   }
 
  private:

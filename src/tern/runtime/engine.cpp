@@ -153,6 +153,8 @@ Engine::Engine(const EngineOptions& opt) {
   add_stops(gen);
   add_stops(cfg.raw);
   json tok_cfg = read_json_if_exists(container_->dir() / "tokenizer_config.json");
+  if (tok_cfg.contains("chat_template") && tok_cfg["chat_template"].is_string())
+    hf_chat_template_ = tok_cfg["chat_template"].get<std::string>();
   if (tokenizer_ && tok_cfg.contains("eos_token") && tok_cfg["eos_token"].is_string())
     add_stop(tokenizer_->token_id(tok_cfg["eos_token"].get<std::string>()));
   if (tokenizer_) add_stop(tokenizer_->token_id("<|im_end|>"));

@@ -72,6 +72,10 @@ class Engine {
   ~Engine();
   // Token ids that end generation (eos from generation_config.json / tokenizer_config.json).
   const std::vector<int32_t>& stop_tokens() const { return stop_tokens_; }
+  // The model's own Jinja chat template (tokenizer_config.json's
+  // chat_template; "" when absent). Tern renders chats itself; the text
+  // only tells variants of a family apart (make_chat_format).
+  const std::string& hf_chat_template() const { return hf_chat_template_; }
   // Sampling defaults from generation_config.json where present.
   SamplerOptions default_sampling() const { return default_sampling_; }
   // Ids in the model's vocabulary that the tokenizer cannot decode (padding
@@ -91,6 +95,7 @@ class Engine {
   bool record_usage_ = false;
   std::vector<int32_t> stop_tokens_;
   std::vector<int32_t> unusable_tokens_;
+  std::string hf_chat_template_;
   SamplerOptions default_sampling_;
 };
 

@@ -106,7 +106,8 @@ struct HttpServer::Impl {
   Impl(Engine& e, ServerOptions o) : engine(e), opt(std::move(o)), feed(e) {
     if (!opt.force_reply.empty()) forced = engine.tokenizer().encode(opt.force_reply);
     try {
-      format = make_chat_format(engine.config().architecture, engine.tokenizer(), engine.stop_tokens());
+      format = make_chat_format(engine.config().architecture, engine.tokenizer(), engine.stop_tokens(),
+                                engine.hf_chat_template());
     } catch (const Error& err) {
       format_error = err.what();  // /v1/completions still works with token ids or text
     }
