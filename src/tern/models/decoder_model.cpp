@@ -45,6 +45,16 @@ void DecoderModel::load_routed_experts(DecoderLayer& layer, int64_t l, const std
   layer.moe.input_norm = layer.post_norm;
 }
 
+void DecoderModel::load_moe_with_gated_shared_or_dense(DecoderLayer& L, int64_t l) const {
+  const std::string p = layer_prefix(l);
+  if (!cfg_.layer_is_moe(l)) return load_dense_mlp(L, p + "mlp.");
+  load_routed_experts(L, l, p + "mlp.gate.weight", cfg_.norm_topk_prob);
+  L.moe.shared.gate = w_.matrix(p + "mlp.shared_expert.gate_proj.weight");
+  L.moe.shared.up = w_.matrix(p + "mlp.shared_expert.up_proj.weight");
+  L.moe.shared.down = w_.matrix(p + "mlp.shared_expert.down_proj.weight");
+  L.moe.shared.gate_logit = w_.matrix(p + "mlp.shared_expert_gate.weight");
+}
+
 void DecoderModel::load_grouped_moe_or_dense(DecoderLayer& L, int64_t l) const {
   const std::string p = layer_prefix(l);
   if (cfg_.layer_is_moe(l)) {

@@ -69,6 +69,11 @@ class DecoderModel : public Model {
   // the softmax-then-top-k rule (renormalised when `renormalise`); the MoE
   // input is normalised by the layer's post_norm.
   void load_routed_experts(DecoderLayer& layer, int64_t l, const std::string& router, bool renormalise) const;
+  // Qwen2-MoE's feed-forward (qwen2_moe, qwen3_next): on an MoE layer the
+  // softmax top-k experts behind "model.layers.{l}.mlp.gate" (renormalised
+  // when norm_topk_prob) plus mlp.shared_expert gated by
+  // sigmoid(mlp.shared_expert_gate . x); else the dense mlp.
+  void load_moe_with_gated_shared_or_dense(DecoderLayer& layer, int64_t l) const;
   // DeepSeek-V3's family (deepseek_v3, glm4_moe): layer l's MoE under
   // "model.layers.{l}.mlp." (the grouped sigmoid router with its selection
   // bias, routed experts, ungated shared experts) or its dense MLP.

@@ -56,15 +56,7 @@ class Qwen3Next final : public DecoderModel {
         L.attn.q_norm = norm_weight(p + "self_attn.q_norm.weight");
         L.attn.k_norm = norm_weight(p + "self_attn.k_norm.weight");
       }
-      if (cfg_.layer_is_moe(l)) {
-        load_routed_experts(L, l, p + "mlp.gate.weight", cfg_.norm_topk_prob);
-        L.moe.shared.gate = w_.matrix(p + "mlp.shared_expert.gate_proj.weight");
-        L.moe.shared.up = w_.matrix(p + "mlp.shared_expert.up_proj.weight");
-        L.moe.shared.down = w_.matrix(p + "mlp.shared_expert.down_proj.weight");
-        L.moe.shared.gate_logit = w_.matrix(p + "mlp.shared_expert_gate.weight");
-      } else {
-        load_dense_mlp(L, p + "mlp.");
-      }
+      load_moe_with_gated_shared_or_dense(L, l);
       layers_.push_back(L);
     }
     finish_loading();
