@@ -60,6 +60,20 @@ void add_info_command(CLI::App& app) {
           {"attention", {{"heads", c.num_heads}, {"kv_heads", c.num_kv_heads}, {"head_dim", c.head_dim},
                          {"sliding_window", c.sliding_window}, {"sliding_layers", sliding},
                          {"sinks", c.attention_sinks}}},
+          {"linear_attention",
+           c.linear_attention.present()
+               ? nlohmann::json{{"layers", [&] {
+                         std::vector<int64_t> ls;
+                         for (int64_t l = 0; l < c.num_layers; ++l)
+                           if (c.layer_is_linear(l)) ls.push_back(l);
+                         return ls;
+                       }()},
+                      {"key_heads", c.linear_attention.num_key_heads},
+                      {"value_heads", c.linear_attention.num_value_heads},
+                      {"key_head_dim", c.linear_attention.key_head_dim},
+                      {"value_head_dim", c.linear_attention.value_head_dim},
+                      {"conv_kernel", c.linear_attention.conv_kernel}}
+               : nlohmann::json(nullptr)},
           {"source_layout", layout},
           {"created_by", model.manifest().created_by}};
       fmt::print("{}\n", j.dump(2));
@@ -72,6 +86,15 @@ void add_info_command(CLI::App& app) {
                sliding > 0 ? fmt::format(", sliding window {} on {} of {} layers", c.sliding_window, sliding, c.num_layers)
                            : "",
                c.attention_sinks ? ", sinks" : "");
+    if (c.linear_attention.present()) {
+      const auto& la = c.linear_attention;
+      int64_t linear = 0;
+      for (int64_t l = 0; l < c.num_layers; ++l) linear += c.layer_is_linear(l) ? 1 : 0;
+      fmt::print("linear attention: {} of {} layers, Gated DeltaNet: {} key / {} value heads of {} / {}, conv {}; "
+                 "the others gated full attention\n",
+                 linear, c.num_layers, la.num_key_heads, la.num_value_heads, la.key_head_dim, la.value_head_dim,
+                 la.conv_kernel);
+    }
     fmt::print("experts:          {} per layer, {} per token, format {}{}\n", s.experts_per_layer,
                s.experts_per_token, formats.empty() ? "-" : formats,
                layout.empty() || find_arch(c.architecture).layouts.size() < 2

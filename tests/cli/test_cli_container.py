@@ -26,6 +26,16 @@ class ContainerCli(TernTestCase):
         human = run("info", model).stdout
         self.assertIn("read per token", human)
 
+    def test_info_shows_linear_attention_layers(self):
+        run("synth", "--arch", "qwen3_next", "--preset", "tiny", "-o", self.path("qn-hf"), "-q")
+        run("install", self.path("qn-hf"), "-o", self.path("qn.tern"), "-q")
+        self.assertEqual(run("verify", self.path("qn.tern")).returncode, 0)
+        info = json.loads(run("info", self.path("qn.tern"), "--json").stdout)
+        self.assertEqual(info["linear_attention"]["layers"], [0, 1, 2])  # every 4th layer is full attention
+        self.assertEqual((info["linear_attention"]["key_heads"], info["linear_attention"]["value_heads"]), (2, 4))
+        self.assertIn("linear attention: 3 of 4 layers", run("info", self.path("qn.tern")).stdout)
+        self.assertIsNone(json.loads(run("info", self.synth_install(), "--json").stdout)["linear_attention"])
+
     def test_verify_names_corrupted_expert(self):
         model = self.synth_install()
         manifest = json.load(open(os.path.join(model, "manifest.json")))
