@@ -89,8 +89,22 @@ TEST(ChatTemplate, ParserWithoutThinkingTakesEverythingAsTheAnswer) {
 constexpr const char* kHybridTemplate =
     "{%- if add_generation_prompt %}\n    {{- '<|im_start|>assistant\\n' }}\n    {%- if enable_thinking is defined "
     "and enable_thinking is false %}\n        {{- '<think>\\n\\n</think>\\n\\n' }}\n    {%- endif %}\n{%- endif %}";
+constexpr const char* kInstructTemplate =
+    "{%- if add_generation_prompt %}\n    {{- '<|im_start|>assistant\\n' }}\n{%- endif %}";
 constexpr const char* kThinkingTemplate =
     "{%- if add_generation_prompt %}\n    {{- '<|im_start|>assistant\\n<think>\\n' }}\n{%- endif %}";
+
+TEST(ChatTemplate, AnInstructReleasesTemplateHasNoThinkingSwitch) {
+  const Tokenizer& t = qwen3_tokenizer();
+  auto format = make_chat_format("qwen3_next", t, {}, kInstructTemplate);
+  EXPECT_EQ(format->name(), "qwen3-instruct-chatml");
+  const std::vector<ChatMessage> one = {{"user", "Hi"}};
+  EXPECT_EQ(format->render(one, {.add_generation_prompt = true, .enable_thinking = false}),
+            "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+  // The hybrid template's switch still adds the empty block.
+  EXPECT_EQ(make_chat_format("qwen3_moe", t, {}, kHybridTemplate)->render(one, {.enable_thinking = false}),
+            render_chatml(one, {.enable_thinking = false}));
+}
 
 TEST(ChatTemplate, AThinkingReleasesTemplateOpensReasoningInThePrompt) {
   const Tokenizer& t = qwen3_tokenizer();

@@ -42,10 +42,14 @@ std::unique_ptr<ChatFormat> make_chat_format(std::string_view architecture, cons
   if (chatml) {
     // The Thinking releases' templates write the generation prompt as
     // '<|im_start|>assistant\n<think>\n' (a Jinja string literal).
+    // The Instruct-2507 releases' (and Qwen3-Next-80B-A3B-Instruct's) have
+    // no enable_thinking switch.
     const bool thinking = hf_template.find("'<|im_start|>assistant\\n<think>\\n'") != std::string_view::npos;
+    const bool instruct = !hf_template.empty() && !thinking && hf_template.find("enable_thinking") == std::string_view::npos;
     return make_chatml_format(tokenizer, model_stops,
                               architecture == "qwen2_moe" ? ChatmlFlavor::Qwen2
                               : thinking                  ? ChatmlFlavor::Qwen3Thinking
+                              : instruct                  ? ChatmlFlavor::Qwen3Instruct
                                                           : ChatmlFlavor::Qwen3);
   }
   if (architecture == "mixtral") return make_mistral_format(tokenizer, model_stops);

@@ -144,7 +144,9 @@ class ChatFormat {
 // chat_template text (Engine::hf_chat_template()), tells variants of one
 // family apart: a ChatML template whose generation prompt opens
 // "<think>\n" (Qwen3-*-Thinking-2507, Qwen3-Next-80B-A3B-Thinking) gets
-// ChatmlFlavor::Qwen3Thinking. The tokenizer must outlive the format.
+// ChatmlFlavor::Qwen3Thinking; one without an enable_thinking switch
+// (Qwen3-*-Instruct-2507, Qwen3-Next-80B-A3B-Instruct) Qwen3Instruct. The
+// tokenizer must outlive the format.
 std::unique_ptr<ChatFormat> make_chat_format(std::string_view architecture, const Tokenizer& tokenizer,
                                              std::span<const int32_t> model_stops, std::string_view hf_template = {});
 

@@ -411,11 +411,17 @@ class ChatmlFormat final : public ChatFormat {
   std::string_view name() const override {
     return flavor_ == ChatmlFlavor::Qwen2           ? "qwen2-chatml"
            : flavor_ == ChatmlFlavor::Qwen3Thinking ? "qwen3-thinking-chatml"
+           : flavor_ == ChatmlFlavor::Qwen3Instruct ? "qwen3-instruct-chatml"
                                                     : "qwen3-chatml";
   }
   std::string render(std::span<const ChatMessage> messages, const ChatFormatOptions& options) const override {
     if (flavor_ == ChatmlFlavor::Qwen2) return render_qwen2_chatml(messages, options);
     const std::vector<ChatMessage> all(messages.begin(), messages.end());
+    if (flavor_ == ChatmlFlavor::Qwen3Instruct) {
+      ChatFormatOptions no_switch = options;
+      no_switch.enable_thinking = true;  // the template has no switch: no empty think block
+      return render_chatml(all, no_switch);
+    }
     if (flavor_ != ChatmlFlavor::Qwen3Thinking) return render_chatml(all, options);
     ChatFormatOptions history = options;  // enable_thinking means nothing to this template
     history.add_generation_prompt = false;

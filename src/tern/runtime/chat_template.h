@@ -52,8 +52,11 @@ std::string render_qwen2_chatml(std::span<const ChatMessage> messages, const Cha
 // Qwen3: the hybrid template (enable_thinking). Qwen3Thinking: the
 // Thinking releases' (Qwen3-*-Thinking-2507, Qwen3-Next-80B-A3B-Thinking),
 // the same rendering but the generation prompt always opens "<think>\n" and
-// the reply is read as reasoning up to </think>. Qwen2: Qwen1.5/Qwen2's.
-enum class ChatmlFlavor { Qwen3, Qwen2, Qwen3Thinking };
+// the reply is read as reasoning up to </think>. Qwen3Instruct: the
+// Instruct-2507 releases' (Qwen3-Next-80B-A3B-Instruct), the same rendering
+// without the switch (enable_thinking false adds no empty think block).
+// Qwen2: Qwen1.5/Qwen2's.
+enum class ChatmlFlavor { Qwen3, Qwen2, Qwen3Thinking, Qwen3Instruct };
 
 // The ChatFormat for Qwen3 (or Qwen2: rendered by render_qwen2_chatml, its
 // replies plain text); stops on <|im_end|> plus `model_stops`. Its
