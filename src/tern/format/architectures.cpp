@@ -14,13 +14,16 @@ const ArchSpec& qwen2_moe_arch();
 const ArchSpec& deepseek_v3_arch();
 const ArchSpec& glm4_moe_arch();
 const ArchSpec& qwen3_next_arch();
+const ArchSpec& gemma4_arch();
+const ArchSpec& gemma4_text_arch();
 
 namespace {
 
 const std::vector<const ArchSpec*>& registry() {
   static const std::vector<const ArchSpec*> archs = {&qwen3_moe_arch(), &gpt_oss_arch(), &mixtral_arch(), &olmoe_arch(),
                                                      &qwen2_moe_arch(), &deepseek_v3_arch(),
-                                                     &glm4_moe_arch(), &qwen3_next_arch()};
+                                                     &glm4_moe_arch(), &qwen3_next_arch(), &gemma4_arch(),
+                                                     &gemma4_text_arch()};
   return archs;
 }
 

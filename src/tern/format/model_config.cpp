@@ -28,6 +28,18 @@ bool ModelConfig::layer_is_linear(int64_t layer) const {
          linear_attention.layers[static_cast<size_t>(layer)];
 }
 
+int64_t ModelConfig::layer_head_dim(int64_t layer) const {
+  return global_head_dim > 0 && !layer_is_sliding(layer) ? global_head_dim : head_dim;
+}
+
+int64_t ModelConfig::layer_kv_heads(int64_t layer) const {
+  return layer_values_are_keys(layer) ? num_global_kv_heads : num_kv_heads;
+}
+
+bool ModelConfig::layer_values_are_keys(int64_t layer) const {
+  return attention_k_eq_v && global_head_dim > 0 && !layer_is_sliding(layer);
+}
+
 int64_t ModelConfig::num_moe_layers() const {
   int64_t n = 0;
   for (int64_t l = 0; l < num_layers; ++l) n += layer_is_moe(l) ? 1 : 0;

@@ -147,6 +147,34 @@ struct ModelConfig {
   // decoder norms and q/k norms).
   bool zero_centred_norms = false;
 
+  // Gemma 4: its full-attention layers have their own head shape
+  // (global_head_dim; 0: head_dim) and, with attention_k_eq_v, their own KV
+  // heads (num_global_key_value_heads) and no v_proj: the values are the raw
+  // key projection. Their RoPE is "proportional": the first
+  // full_rotary_pairs of global_head_dim / 2 pairs rotate, at frequencies
+  // computed over the whole head (full_rope_theta), the rest pass through.
+  int64_t global_head_dim = 0;
+  int64_t num_global_kv_heads = 0;
+  bool attention_k_eq_v = false;
+  double full_rope_theta = 0;
+  int64_t full_rotary_pairs = 0;
+  // Gemma's sandwich layers: attention and feed-forward outputs RMS-normed
+  // before they join the residual, a dense GeGLU MLP beside the routed
+  // experts (each branch with its own pre/post norms), each layer's output
+  // times a stored layer_scalar.
+  bool sandwich_norms = false;
+  // The feed-forward activation: "silu" (SwiGLU) or "gelu_pytorch_tanh"
+  // (GeGLU, gelu with the tanh approximation).
+  std::string hidden_act = "silu";
+  // > 0: the embeddings are multiplied by this (Gemma: sqrt(hidden_size)).
+  double embedding_scale = 0;
+  // > 0: logits = cap * tanh(logits / cap) (Gemma's final_logit_softcapping).
+  double final_logit_softcapping = 0;
+  // Multimodal checkpoints keep the text model's weights under another
+  // prefix ("model.language_model."): the checkpoint's names start with this
+  // where Tern's start with "model." (empty: the names are Tern's).
+  std::string weight_prefix;
+
   // Fine-grained FP8 weights (quantization_config quant_method "fp8", as
   // DeepSeek-V3/R1, Kimi-K2 and Qwen3's -FP8 releases ship): a projection is
   // F8_E4M3 [out, in] with "<name>_scale_inv" [ceil(out / rows), ceil(in /
@@ -165,6 +193,11 @@ struct ModelConfig {
   bool layer_is_sliding(int64_t layer) const;
   // Whether layer `layer` is a linear-attention (Gated DeltaNet) layer.
   bool layer_is_linear(int64_t layer) const;
+  // The attention head shape of a layer (Gemma 4's full layers differ).
+  int64_t layer_head_dim(int64_t layer) const;
+  int64_t layer_kv_heads(int64_t layer) const;
+  // Whether a layer's values are its raw key projection (no v_proj).
+  bool layer_values_are_keys(int64_t layer) const;
   int64_t num_moe_layers() const;
 };
 

@@ -211,6 +211,19 @@ SafetensorsCheckpoint SafetensorsCheckpoint::open(const std::filesystem::path& i
   return ck;
 }
 
+void SafetensorsCheckpoint::rename_prefix(const std::string& from, const std::string& to) {
+  std::map<std::string, const TensorInfo*> renamed;
+  for (const auto& [name, t] : by_name_) {
+    const std::string key = name.starts_with(from) ? to + name.substr(from.size()) : name;
+    if (!renamed.emplace(key, t).second)
+      fail("checkpoint has both '{}' and '{}{}'; read as the same tensor", printable(key), printable(from),
+           printable(key.substr(to.size())));
+  }
+  by_name_ = std::move(renamed);
+  names_.clear();
+  for (const auto& [name, _] : by_name_) names_.push_back(name);
+}
+
 const TensorInfo* SafetensorsCheckpoint::find(const std::string& name) const {
   auto it = by_name_.find(name);
   return it == by_name_.end() ? nullptr : it->second;

@@ -61,6 +61,11 @@ class SafetensorsCheckpoint {
   const std::vector<std::string>& names() const { return names_; }  // sorted
   const TensorInfo* find(const std::string& name) const;
   const TensorInfo& at(const std::string& name) const;  // throws naming the tensor
+  // Renames every tensor whose name starts with `from` to start with `to`
+  // instead (a multimodal checkpoint's "model.language_model." text weights
+  // as "model."), for find(), at() and names(); TensorInfo::name keeps the
+  // file's name. Fails if a renamed tensor collides with another.
+  void rename_prefix(const std::string& from, const std::string& to);
   const SafetensorsFile& shard(uint32_t index) const { return shards_[index]; }
   size_t shard_count() const { return shards_.size(); }
   uint64_t total_bytes() const;

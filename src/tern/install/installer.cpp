@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <deque>
 #include <map>
 #include <memory>
 #include <set>
@@ -17,6 +18,7 @@
 #include "tern/core/log.h"
 #include "tern/core/progress.h"
 #include "tern/core/thread_pool.h"
+#include "tern/core/units.h"
 #include "tern/format/architectures.h"
 #include "tern/format/safetensors.h"
 #include "tern/install/install_pipeline.h"
@@ -69,7 +71,7 @@ struct Planned {
 // against the weight and config.json's weight_block_size; the storage
 // format's starting point is BF16, as DeepSeek's own conversion writes.
 const TensorInfo* fp8_scales_of(const fs::path& source, const ModelConfig& cfg, const SafetensorsCheckpoint& ck,
-                                const TensorInfo& t) {
+                                const TensorInfo& t, const std::string& scales_name) {
   if (!cfg.fp8.present())
     fail("{}: tensor '{}' is F8_E4M3 but config.json has no fp8 quantization_config (weight_block_size) to read it "
          "with",
@@ -77,7 +79,7 @@ const TensorInfo* fp8_scales_of(const fs::path& source, const ModelConfig& cfg, 
   if (t.shape.size() != 2)
     fail("{}: tensor '{}' is F8_E4M3 {}; Tern reads FP8 weights as [out, in] matrices", source.string(), t.name,
          shape_str(t.shape));
-  const std::string name = t.name + "_scale_inv";
+  const std::string& name = scales_name;
   const TensorInfo* s = ck.find(name);
   if (!s) fail("{}: tensor '{}' is F8_E4M3 but its scales '{}' are missing from the checkpoint", source.string(), t.name, name);
   if (s->dtype != DType::F32 && s->dtype != DType::BF16 && s->dtype != DType::F16)
@@ -142,6 +144,12 @@ InstallResult install_model(const InstallOptions& opt) {
   ModelConfig cfg = load_model_config(opt.source / "config.json");
   const ArchSpec& arch = find_arch(cfg.architecture);
   SafetensorsCheckpoint ck = SafetensorsCheckpoint::open(opt.source);
+  if (!cfg.weight_prefix.empty()) {
+    ck.rename_prefix(cfg.weight_prefix, "model.");
+    if (!opt.quiet)
+      log(LogLevel::Info, "{} checkpoint: reading the text model's weights under '{}'; other towers are not read",
+          cfg.architecture, cfg.weight_prefix);
+  }
   const size_t layout = detect_layout(arch, cfg, ck);
   const CheckpointDecls decls = arch.tensors(cfg, layout);
   if (arch.layouts.size() > 1 && !opt.quiet)
@@ -150,6 +158,7 @@ InstallResult install_model(const InstallOptions& opt) {
   // Match every declared tensor to the checkpoint; trunk tensors get their storage format.
   std::unordered_map<std::string_view, const TensorInfo*> sources;
   std::unordered_map<std::string_view, const TensorInfo*> fp8_scales;  // FP8 weight -> its scales
+  std::deque<std::string> scale_names;  // the FP8 scales' names (keys of sources)
   std::vector<Planned> plan;
   std::set<std::string> notes;
   uint64_t total_bytes = 0;
@@ -168,9 +177,10 @@ InstallResult install_model(const InstallOptions& opt) {
     const TensorInfo* fp8 = nullptr;
     if (d.encoding == TensorEncoding::Float) {
       if (t->dtype == DType::F8_E4M3) {
-        fp8 = fp8_scales_of(opt.source, cfg, ck, *t);
+        scale_names.push_back(d.name + "_scale_inv");
+        fp8 = fp8_scales_of(opt.source, cfg, ck, *t, scale_names.back());
         fp8_scales.emplace(d.name, fp8);
-        sources.emplace(fp8->name, fp8);
+        sources.emplace(scale_names.back(), fp8);
         total_bytes += fp8->nbytes;
       } else if (t->dtype != DType::F32 && t->dtype != DType::BF16 && t->dtype != DType::F16) {
         fail("{}: tensor '{}' has dtype {}; install supports F32, BF16 and F16 weights, F8_E4M3 with block scales "
@@ -198,12 +208,24 @@ InstallResult install_model(const InstallOptions& opt) {
     }
     plan.push_back({&d, t, from, to, fp8});
   }
-  size_t extra = 0;
+  size_t extra = 0, towers = 0;
+  uint64_t tower_bytes = 0;
   for (const auto& name : ck.names())
     if (!sources.count(name)) {
-      if (extra++ < 5) log(LogLevel::Warn, "ignoring tensor '{}' not used by {}", name, cfg.architecture);
+      // A multimodal checkpoint's other towers (vision, audio) are expected.
+      const TensorInfo& t = ck.at(name);
+      if (!cfg.weight_prefix.empty() && !t.name.starts_with(cfg.weight_prefix)) {
+        ++towers;
+        tower_bytes += t.nbytes;
+      } else if (extra++ < 5) {
+        log(LogLevel::Warn, "ignoring tensor '{}' not used by {}", name, cfg.architecture);
+      }
     }
   if (extra > 5) log(LogLevel::Warn, "ignoring {} more unused tensors", extra - 5);
+  if (towers > 0 && !opt.quiet)
+    log(LogLevel::Info, "not reading {} tensors ({}) outside '{}' (the vision and audio towers): Tern runs the text model",
+        towers, format_bytes(tower_bytes), cfg.weight_prefix);
+  extra += towers;
 
   // Each expert section's source (checked against the description) and storage format.
   const DeclIndex decl_index = index_decls(decls.tensors);

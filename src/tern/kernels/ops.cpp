@@ -71,6 +71,18 @@ void swiglu(const float* gate, const float* up, float* out, int64_t n) {
   }
 }
 
+void geglu_tanh(const float* gate, const float* up, float* out, int64_t n) {
+  constexpr float kSqrt2OverPi = 0.7978845608028654f;
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = gate[i];
+    out[i] = 0.5f * g * (1.0f + std::tanh(kSqrt2OverPi * (g + 0.044715f * g * g * g))) * up[i];
+  }
+}
+
+void softcap(float* x, float cap, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x[i] = std::tanh(x[i] / cap) * cap;
+}
+
 void add(const float* a, const float* b, float* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
 }

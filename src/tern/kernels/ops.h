@@ -29,6 +29,14 @@ void swiglu(const float* gate, const float* up, float* out, int64_t n);
 // out = (u + 1) * (g * sigmoid(alpha * g)). out may alias gate or up.
 void swiglu_clamped(const float* gate, const float* up, float* out, int64_t n, float limit, float alpha);
 
+// gelu with the tanh approximation (PyTorch's gelu(approximate="tanh"),
+// transformers' gelu_pytorch_tanh): 0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715
+// g^3))), then times up (GeGLU). std::tanh on every kernel path; out may
+// alias either input.
+void geglu_tanh(const float* gate, const float* up, float* out, int64_t n);
+// x = cap * tanh(x / cap) in place (Gemma's logit softcapping).
+void softcap(float* x, float cap, int64_t n);
+
 // out = a + b; out may alias a or b.
 void add(const float* a, const float* b, float* out, int64_t n);
 // x *= s in place.

@@ -79,9 +79,13 @@ void attention_forward(const AttentionWeights& w, const AttentionShape& s, const
     add_bias(q, w.q_bias, n, q_dim);
   }
   matmul(w.k, x, n, k, pool);
-  matmul(w.v, x, n, v, pool);
   add_bias(k, w.k_bias, n, kv_dim);
-  add_bias(v, w.v_bias, n, kv_dim);
+  if (w.values_are_keys) {
+    std::copy(k, k + n * kv_dim, v);
+  } else {
+    matmul(w.v, x, n, v, pool);
+    add_bias(v, w.v_bias, n, kv_dim);
+  }
   norm_rows(q, n, q_dim, w.q_norm_whole, s.norm_eps, tmp);
   norm_rows(k, n, kv_dim, w.k_norm_whole, s.norm_eps, tmp);
   clamp_all(q, n * q_dim, s.clip_qkv);
@@ -103,6 +107,11 @@ void attention_forward(const AttentionWeights& w, const AttentionShape& s, const
     float* kt = k + t * kv_dim;
     norm_heads(qt, s.n_heads, s.head_dim, w.q_norm, s.norm_eps, tmp);
     norm_heads(kt, s.n_kv_heads, s.head_dim, w.k_norm, s.norm_eps, tmp);
+    if (w.v_norm_unit)
+      for (int64_t h = 0; h < s.n_kv_heads; ++h) {
+        float* vh = v + t * kv_dim + h * s.head_dim;
+        rmsnorm(vh, nullptr, s.head_dim, s.norm_eps, vh);
+      }
     rope_cos_sin(pos, s.rope_inv_freq, half, cos, sin);
     if (rotary == s.head_dim) {
       rope_apply_heads(qt, s.n_heads, s.head_dim, cos, sin);

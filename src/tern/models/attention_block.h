@@ -35,6 +35,11 @@ struct AttentionWeights {
   // many); each head's output is multiplied by sigmoid(gate) before o_proj
   // (Qwen3-Next's gated attention).
   bool output_gate = false;
+  // No v_proj: the values are the raw key projection (before k_norm and
+  // RoPE; Gemma 4's attention_k_eq_v full layers).
+  bool values_are_keys = false;
+  // Each value head RMS-normed without a weight (Gemma 4's v_norm).
+  bool v_norm_unit = false;
 };
 
 struct AttentionShape {

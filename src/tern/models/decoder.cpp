@@ -37,13 +37,14 @@ void embed_tokens(const WeightView& embed, std::span<const int32_t> tokens, int6
 
 void final_logits(const WeightView& lm_head, const float* norm, float eps, const float* x, int64_t hidden,
                   std::span<const SequenceBatch> sequences, const BatchRows& rows, float* xn, float* y,
-                  ThreadPool* pool) {
+                  ThreadPool* pool, float softcap) {
   const auto m = static_cast<int64_t>(rows.logit_rows.size());
   for (int64_t i = 0; i < m; ++i) rmsnorm(x + rows.logit_rows[static_cast<size_t>(i)] * hidden, norm, hidden, eps, xn + i * hidden);
   const int64_t vocab = lm_head.rows;
   // One sequence: straight into its output; several: into y, then copied out.
   float* dst = sequences.size() == 1 ? sequences[0].logits : y;
   matmul(lm_head, xn, m, dst, pool);
+  if (softcap > 0) tern::softcap(dst, softcap, m * vocab);
   if (sequences.size() == 1) return;
   int64_t i = 0;
   for (const SequenceBatch& s : sequences) {

@@ -36,9 +36,10 @@ void embed_tokens(const WeightView& embed, std::span<const int32_t> tokens, int6
 // Each sequence's logits: lm_head(rmsnorm(x) * norm) of the rows it wants,
 // written where it asked. xn and y are scratch of rows.logit_rows.size()
 // rows of hidden and vocab floats.
+// softcap > 0: each logit becomes softcap x tanh(logit / softcap).
 void final_logits(const WeightView& lm_head, const float* norm, float eps, const float* x, int64_t hidden,
                   std::span<const SequenceBatch> sequences, const BatchRows& rows, float* xn, float* y,
-                  ThreadPool* pool);
+                  ThreadPool* pool, float softcap = 0);
 
 // Sizes the trace's per-layer records (when tracing).
 void start_trace(ForwardTrace* trace, int64_t layers);

@@ -129,19 +129,24 @@ void DecoderModel::forward_batch(std::span<const SequenceBatch> sequences, Forwa
   float* xn = scratch_.get(1, n * H);
   float* y = scratch_.get(2, n * H);
   embed_tokens(embed_, rows_.tokens, cfg_.vocab_size, H, x);
+  if (cfg_.embedding_scale > 0) scale(x, static_cast<float>(cfg_.embedding_scale), n * H);
   start_trace(trace, cfg_.num_layers);
   for (int64_t l = 0; l < cfg_.num_layers; ++l) {
     const DecoderLayer& L = layers_[static_cast<size_t>(l)];
-    AttentionShape shape = shape_;
+    AttentionShape shape = L.shape ? *L.shape : shape_;
     shape.window = L.window;
     for (int64_t t = 0; t < n; ++t) rmsnorm(x + t * H, L.input_norm, H, eps, xn + t * H);
     if (L.mla.present()) mla_attention_forward(L.mla, mla_shape_, xn, rows_.slots, l, y, attn_scratch_, pool_);
     else if (L.deltanet.present())
       gated_deltanet_forward(L.deltanet, deltanet_shape_, xn, rows_.slots, l, y, attn_scratch_, pool_);
     else attention_forward(L.attn, shape, xn, rows_.slots, l, y, attn_scratch_, pool_);
+    if (L.attn_out_norm)
+      for (int64_t t = 0; t < n; ++t) rmsnorm(y + t * H, L.attn_out_norm, H, eps, y + t * H);
     add(x, y, x, n * H);
     for (int64_t t = 0; t < n; ++t) rmsnorm(x + t * H, L.post_norm, H, eps, xn + t * H);
-    if (L.moe.experts) {
+    if (L.sandwich_out_norm) {
+      sandwich_ffn(L, l, n, x, xn, y, trace);
+    } else if (L.moe.experts) {
       const Lookahead ahead =
           lookahead_after(moe_, l, opt_.prefetch_depth, x, eps, opt_.prefetch_margin, &predictions_);
       moe_forward(L.moe, cache_, xn, n, H, y, mlp_scratch_, pool_, &counters_,
@@ -150,6 +155,7 @@ void DecoderModel::forward_batch(std::span<const SequenceBatch> sequences, Forwa
       swiglu_mlp(L.gate, L.up, L.down, xn, n, y, mlp_scratch_, pool_);
     }
     add(x, y, x, n * H);
+    if (L.layer_scalar != 1.0f) scale(x, L.layer_scalar, n * H);
     if (opt_.prefetch_depth > 0)
       lookahead_refresh(lookahead_after(moe_, l, 1, x, eps, opt_.prefetch_margin, &predictions_), cache_, n, H,
                         mlp_scratch_, pool_);
@@ -157,7 +163,39 @@ void DecoderModel::forward_batch(std::span<const SequenceBatch> sequences, Forwa
   }
   const auto m = static_cast<int64_t>(rows_.logit_rows.size());
   final_logits(lm_head_, final_norm_, eps, x, H, sequences, rows_, xn,
-               sequences.size() > 1 ? scratch_.get(3, m * cfg_.vocab_size) : nullptr, pool_);
+               sequences.size() > 1 ? scratch_.get(3, m * cfg_.vocab_size) : nullptr, pool_,
+               static_cast<float>(cfg_.final_logit_softcapping));
+}
+
+void DecoderModel::sandwich_ffn(const DecoderLayer& L, int64_t l, int64_t n, const float* x, const float* xn,
+                                float* y, ForwardTrace* trace) {
+  const int64_t H = cfg_.hidden_size;
+  const float eps = shape_.norm_eps;
+  const GateActivation act = ffn_.activation;
+  auto dense = [&] {
+    swiglu_mlp(L.gate, L.up, L.down, xn, n, y, dense_scratch_, pool_, act);
+    for (int64_t t = 0; t < n; ++t) rmsnorm(y + t * H, L.dense_out_norm, H, eps, y + t * H);
+  };
+  if (!L.moe.experts) {
+    dense();
+  } else {
+    // The router and the experts read their own normalisations of x; the
+    // dense branch runs while the experts' reads are in flight.
+    float* xr = scratch_.get(4, n * H);
+    float* xe = scratch_.get(5, n * H);
+    float* y2 = scratch_.get(6, n * H);
+    for (int64_t t = 0; t < n; ++t) {
+      rmsnorm(x + t * H, L.moe.input_norm, H, eps, xr + t * H);
+      rmsnorm(x + t * H, L.moe_in_norm, H, eps, xe + t * H);
+    }
+    const Lookahead ahead = lookahead_after(moe_, l, opt_.prefetch_depth, x, eps, opt_.prefetch_margin, &predictions_);
+    const MoeSideWork side{xr, dense};
+    moe_forward(L.moe, cache_, xe, n, H, y2, mlp_scratch_, pool_, &counters_,
+                trace ? &trace->routing[static_cast<size_t>(l)] : nullptr, ffn_, &ahead, &side);
+    for (int64_t t = 0; t < n; ++t) rmsnorm(y2 + t * H, L.moe_out_norm, H, eps, y2 + t * H);
+    add(y, y2, y, n * H);
+  }
+  for (int64_t t = 0; t < n; ++t) rmsnorm(y + t * H, L.sandwich_out_norm, H, eps, y + t * H);
 }
 
 }  // namespace tern

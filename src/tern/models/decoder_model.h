@@ -36,6 +36,18 @@ struct DecoderLayer {
   int64_t window = 0;        // > 0: sliding-window attention over this many keys
   MoeLayerRef moe;           // experts null: a dense layer
   WeightView gate, up, down;  // the dense layer's SwiGLU MLP
+  const AttentionShape* shape = nullptr;  // this layer's attention shape; null: the model's shape_
+  // Gemma's sandwich layer (set: sandwich_out_norm):
+  //   x += attn_out_norm(attention(input_norm(x)))
+  //   x += sandwich_out_norm(dense_out_norm(mlp(post_norm(x))) +
+  //                          moe_out_norm(experts(moe_in_norm(x))))   routed by moe.input_norm(x)
+  //   x *= layer_scalar
+  const float* attn_out_norm = nullptr;
+  const float* sandwich_out_norm = nullptr;
+  const float* dense_out_norm = nullptr;
+  const float* moe_in_norm = nullptr;
+  const float* moe_out_norm = nullptr;
+  float layer_scalar = 1.0f;
 };
 
 class DecoderModel : public Model {
@@ -51,6 +63,10 @@ class DecoderModel : public Model {
   // are set: loads embeddings, final norm and lm_head (tied when configured)
   // and indexes the MoE layers for the lookahead.
   void finish_loading();
+  // Gemma's feed-forward of a sandwich layer (DecoderLayer), into y; x is the
+  // residual after attention, xn its post_norm (the dense branch's input).
+  void sandwich_ffn(const DecoderLayer& L, int64_t l, int64_t n, const float* x, const float* xn, float* y,
+                    ForwardTrace* trace);
   // The attention shape of cfg_ with a softmax scale of 1/sqrt(head_dim) times
   // `scale_factor`, RoPE from inv_freq_ (set inv_freq_ first).
   AttentionShape default_attention_shape(double scale_factor = 1.0) const;
@@ -105,7 +121,7 @@ class DecoderModel : public Model {
   const float* final_norm_ = nullptr;
   std::vector<MoeLayerRef> moe_;
   Predictions predictions_;  // per layer (experts null for dense layers)
-  Scratch scratch_, attn_scratch_, mlp_scratch_;
+  Scratch scratch_, attn_scratch_, mlp_scratch_, dense_scratch_;
   BatchRows rows_;
 };
 

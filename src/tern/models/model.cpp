@@ -16,6 +16,7 @@ std::unique_ptr<Model> make_qwen2_moe(const TernModel&, ExpertCache&, ThreadPool
 std::unique_ptr<Model> make_deepseek_v3(const TernModel&, ExpertCache&, ThreadPool*, const ModelOptions&);
 std::unique_ptr<Model> make_glm4_moe(const TernModel&, ExpertCache&, ThreadPool*, const ModelOptions&);
 std::unique_ptr<Model> make_qwen3_next(const TernModel&, ExpertCache&, ThreadPool*, const ModelOptions&);
+std::unique_ptr<Model> make_gemma4(const TernModel&, ExpertCache&, ThreadPool*, const ModelOptions&);
 
 void Model::forward(std::span<const int32_t> tokens, int64_t start, KVCache& kv, float* logits, bool all_positions,
                     ForwardTrace* trace) {
@@ -41,7 +42,7 @@ KvLayout kv_layout(const ModelConfig& c, int64_t max_positions) {
                                                  : max_positions);
     k.width.push_back(linear ? 0
                       : c.mla.present() ? c.mla.kv_lora_rank + c.mla.qk_rope_head_dim
-                                        : c.num_kv_heads * c.head_dim);
+                                        : c.layer_kv_heads(l) * c.layer_head_dim(l));
     k.state.push_back(linear ? c.linear_attention.state_floats() : 0);
   }
   return k;
@@ -75,6 +76,7 @@ std::unique_ptr<Model> load_model(const TernModel& model, ExpertCache& cache, Th
   if (arch == "deepseek_v3") return make_deepseek_v3(model, cache, pool, options);
   if (arch == "glm4_moe") return make_glm4_moe(model, cache, pool, options);
   if (arch == "qwen3_next") return make_qwen3_next(model, cache, pool, options);
+  if (arch == "gemma4" || arch == "gemma4_text") return make_gemma4(model, cache, pool, options);
   fail("architecture '{}' is recognised but has no forward pass yet", arch);
 }
 

@@ -93,18 +93,21 @@ Routing route_tokens(const float* logits, int64_t n, const RouterConfig& cfg, fl
     }
     if (grouped)
       for (int64_t j = 0; j < K; ++j) weights[j] *= cfg.scaling;
+    if (cfg.expert_scale)
+      for (int64_t j = 0; j < K; ++j) weights[j] *= cfg.expert_scale[experts[j]];
   }
   return r;
 }
 
 void swiglu_mlp(const WeightView& gate, const WeightView& up, const WeightView& down, const float* x,
-                int64_t n, float* out, Scratch& scratch, ThreadPool* pool) {
+                int64_t n, float* out, Scratch& scratch, ThreadPool* pool, GateActivation activation) {
   const int64_t I = gate.rows;
   float* g = scratch.get(kGate, n * I);
   float* u = scratch.get(kUp, n * I);
   matmul(gate, x, n, g, pool);
   matmul(up, x, n, u, pool);
-  swiglu(g, u, g, n * I);
+  if (activation == GateActivation::GeluTanh) geglu_tanh(g, u, g, n * I);
+  else swiglu(g, u, g, n * I);
   matmul(down, g, n, out, pool);
 }
 
@@ -127,6 +130,7 @@ void expert_ffn(const WeightView& gate, const WeightView& up, const WeightView& 
   add_rows(g, gate_bias, m, I);
   add_rows(u, up_bias, m, I);
   if (ffn.swiglu_limit > 0) swiglu_clamped(g, u, g, m * I, ffn.swiglu_limit, ffn.swiglu_alpha);
+  else if (ffn.activation == GateActivation::GeluTanh) geglu_tanh(g, u, g, m * I);
   else swiglu(g, u, g, m * I);
   matmul(down, g, m, out, pool);
   add_rows(out, down_bias, m, down.rows);
@@ -197,12 +201,12 @@ void lookahead_refresh(const Lookahead& la, ExpertCache& cache, int64_t n, int64
 
 void moe_forward(const MoeLayerRef& ref, ExpertCache& cache, const float* x, int64_t n, int64_t hidden, float* out,
                  Scratch& scratch, ThreadPool* pool, MoeCounters* counters, Routing* routing_out,
-                 const ExpertFfn& ffn, const Lookahead* lookahead) {
+                 const ExpertFfn& ffn, const Lookahead* lookahead, const MoeSideWork* side) {
   const RouterConfig& cfg = ref.routing;
   const ExpertLayer& layer = *ref.experts;
   const int64_t E = cfg.num_experts, K = cfg.top_k;
   float* logits = scratch.get(kLogits, n * E);
-  matmul(ref.router, x, n, logits, pool);
+  matmul(ref.router, side && side->router_x ? side->router_x : x, n, logits, pool);
   add_rows(logits, cfg.bias, n, E);
   Routing routing = route_tokens(logits, n, cfg, scratch.get(kProbs, E));
   if (lookahead && lookahead->predictions && counters) {
@@ -286,6 +290,7 @@ void moe_forward(const MoeLayerRef& ref, ExpertCache& cache, const float* x, int
       for (int64_t t = 0; t < n; ++t) scale(shared + t * hidden, 1.0f / (1.0f + std::exp(-g[t])), hidden);
     }
   }
+  if (side && side->while_reading) side->while_reading();
 
   float* y_all = scratch.get(kOut, rows * hidden);
   size_t remaining = jobs.size();

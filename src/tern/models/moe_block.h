@@ -8,6 +8,7 @@
 // ascending expert id, whatever the batch, cache state or thread count, so
 // placement never changes results.
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "tern/experts/expert_cache.h"
@@ -41,6 +42,9 @@ struct RouterConfig {
   const float* selection_bias = nullptr;  // [num_experts] e_score_correction_bias, or null
   int64_t n_group = 1, topk_group = 1;
   float scaling = 1.0f;  // routed_scaling_factor
+  // [num_experts], or null: each chosen expert's final weight is multiplied
+  // by its entry (Gemma 4's router.per_expert_scale, after renormalising).
+  const float* expert_scale = nullptr;
 };
 
 // The routed experts' FFN: SwiGLU down(silu(gate x) * up x), or with
@@ -48,9 +52,14 @@ struct RouterConfig {
 // with g = min(gate x, limit). An expert record's optional F32 sections
 // gate_bias, up_bias, down_bias are added after their projections (the
 // down bias before the routing weight).
+// The gate's activation of a gated feed-forward: silu (SwiGLU) or gelu
+// with the tanh approximation (GeGLU, Gemma).
+enum class GateActivation { Silu, GeluTanh };
+
 struct ExpertFfn {
   float swiglu_limit = 0;
   float swiglu_alpha = 1.702f;
+  GateActivation activation = GateActivation::Silu;  // when swiglu_limit is 0
 };
 
 // The experts a batch of tokens chose in one layer: [n_tokens * top_k].
@@ -132,12 +141,23 @@ void lookahead_refresh(const Lookahead& la, ExpertCache& cache, int64_t n, int64
 // cached, prefetched or read, and in whatever order the reads landed. A
 // shared expert is computed while the routed experts' reads are in flight
 // and added after them.
+//
+// Optional side work (Gemma 4): the router reads router_x [n, hidden]
+// instead of x (its own normalisation of the same residual), and
+// while_reading runs once after the reads are requested and before the
+// routed experts are computed (a dense branch beside the experts, on compute
+// that would otherwise wait for the disk).
+struct MoeSideWork {
+  const float* router_x = nullptr;
+  std::function<void()> while_reading;
+};
 void moe_forward(const MoeLayerRef& layer, ExpertCache& cache, const float* x, int64_t n, int64_t hidden, float* out,
                  Scratch& scratch, ThreadPool* pool, MoeCounters* counters, Routing* routing_out,
-                 const ExpertFfn& ffn = {}, const Lookahead* lookahead = nullptr);
+                 const ExpertFfn& ffn = {}, const Lookahead* lookahead = nullptr, const MoeSideWork* side = nullptr);
 
-// Dense SwiGLU MLP: out = down(silu(gate(x)) * up(x)).
+// Dense gated MLP: out = down(act(gate(x)) * up(x)), SwiGLU by default.
 void swiglu_mlp(const WeightView& gate, const WeightView& up, const WeightView& down, const float* x,
-                int64_t n, float* out, Scratch& scratch, ThreadPool* pool);
+                int64_t n, float* out, Scratch& scratch, ThreadPool* pool,
+                GateActivation activation = GateActivation::Silu);
 
 }  // namespace tern

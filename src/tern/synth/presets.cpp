@@ -310,6 +310,72 @@ json with(json base, const json& fields) {
   return base;
 }
 
+// gemma-4-26B-A4B's text_config (docs/gemma4_facts.md); tern synth wraps
+// it as the multimodal release's config.json for --arch gemma4 and writes it
+// flat for --arch gemma4_text.
+json gemma4_base() {
+  return {{"architectures", {"Gemma4ForCausalLM"}},
+          {"model_type", "gemma4_text"},
+          {"attention_bias", false},
+          {"attention_dropout", 0.0},
+          {"attention_k_eq_v", true},
+          {"enable_moe_block", true},
+          {"final_logit_softcapping", 30.0},
+          {"global_head_dim", 512},
+          {"head_dim", 256},
+          {"hidden_activation", "gelu_pytorch_tanh"},
+          {"hidden_size", 2816},
+          {"hidden_size_per_layer_input", 0},
+          {"initializer_range", 0.02},
+          {"intermediate_size", 2112},
+          {"layer_types",
+           [] {
+             json types = json::array();  // five sliding layers, then a full one
+             for (int l = 0; l < 30; ++l) types.push_back((l + 1) % 6 == 0 ? "full_attention" : "sliding_attention");
+             return types;
+           }()},
+          {"max_position_embeddings", 262144},
+          {"moe_intermediate_size", 704},
+          {"num_attention_heads", 16},
+          {"num_experts", 128},
+          {"num_global_key_value_heads", 2},
+          {"num_hidden_layers", 30},
+          {"num_key_value_heads", 8},
+          {"num_kv_shared_layers", 0},
+          {"rms_norm_eps", 1e-06},
+          {"rope_parameters",
+           {{"full_attention", {{"partial_rotary_factor", 0.25}, {"rope_theta", 1000000.0}, {"rope_type", "proportional"}}},
+            {"sliding_attention", {{"rope_theta", 10000.0}, {"rope_type", "default"}}}}},
+          {"sliding_window", 1024},
+          {"tie_word_embeddings", true},
+          {"top_k_experts", 8},
+          {"use_bidirectional_attention", nullptr},
+          {"use_cache", true},
+          {"use_double_wide_mlp", false},
+          {"vocab_size", 262144},
+          {"vocab_size_per_layer_input", 262144}};
+}
+
+// Gemma 4's small test shapes: 5 layers (sliding, sliding, full, sliding,
+// full), a window shorter than the tests' prompts.
+json gemma4_tiny() {
+  return without_vocab(with(gemma4_base(), {{"hidden_size", 64},
+                                            {"num_hidden_layers", 5},
+                                            {"layer_types", {"sliding_attention", "sliding_attention", "full_attention"}},
+                                            {"num_attention_heads", 4},
+                                            {"num_key_value_heads", 2},
+                                            {"num_global_key_value_heads", 1},
+                                            {"head_dim", 16},
+                                            {"global_head_dim", 32},
+                                            {"intermediate_size", 96},
+                                            {"moe_intermediate_size", 32},
+                                            {"num_experts", 8},
+                                            {"top_k_experts", 2},
+                                            {"sliding_window", 6},
+                                            {"max_position_embeddings", 4096}}));
+}
+
+
 }  // namespace
 
 const std::vector<SynthPreset>& all_synth_presets() {
@@ -462,6 +528,29 @@ const std::vector<SynthPreset>& all_synth_presets() {
                                               {"num_experts_per_tok", 4},
                                               {"max_position_embeddings", 32768}}))},
       {"qwen3_next", "qwen3-next-80b-a3b", "the real Qwen3-Next-80B-A3B shapes (~149 GiB in BF16)", qwen3_next_base()},
+      {"gemma4", "tiny",
+       "5 layers (3 sliding with a window of 6, 2 full with attention_k_eq_v), 8 experts top-2 beside a dense GeGLU "
+       "MLP, hidden 64 (unit tests)",
+       gemma4_tiny()},
+      {"gemma4", "small",
+       "6 layers (5 sliding with a window of 64, 1 full), 32 experts top-4 beside a dense GeGLU MLP, hidden 256 "
+       "(~40 MiB in BF16)",
+       without_vocab(with(gemma4_base(), {{"hidden_size", 256},
+                                          {"num_hidden_layers", 6},
+                                          {"num_attention_heads", 8},
+                                          {"num_key_value_heads", 4},
+                                          {"num_global_key_value_heads", 2},
+                                          {"head_dim", 32},
+                                          {"global_head_dim", 64},
+                                          {"intermediate_size", 256},
+                                          {"moe_intermediate_size", 256},
+                                          {"num_experts", 32},
+                                          {"top_k_experts", 4},
+                                          {"sliding_window", 64},
+                                          {"max_position_embeddings", 32768}}))},
+      {"gemma4", "gemma4-26b-a4b", "the real gemma-4-26B-A4B text shapes (~48 GiB in BF16)", gemma4_base()},
+      {"gemma4_text", "tiny", "gemma4's tiny preset in the text-only Gemma4ForCausalLM layout (unit tests)",
+       gemma4_tiny()},
       {"qwen2_moe", "tiny", "2 layers, 8 experts top-2 + a shared expert, hidden 64 (unit tests)",
        without_vocab(with(qwen2_moe_base(), {{"hidden_size", 64},
                                              {"num_hidden_layers", 2},
@@ -683,12 +772,22 @@ const SynthFamily& find_synth_family(const std::string& architecture) {
       "<|endoftext|>",
       {{"transformers_version", "4.54.0"}},
       {{"num_experts", {"n_routed_experts"}}}};
+  // Gemma 4: SentencePiece-style BPE with byte fallback.
+  static const SynthFamily gemma4{
+      SyntheticSpecials::Mistral,
+      {{"bos_token_id", "<s>"}, {"eos_token_id", "</s>"}},
+      {"</s>"},
+      "<s>",
+      "",
+      {{"transformers_version", "5.5.0.dev0"}},
+      {{"num_experts_per_tok", {"top_k_experts"}}}};
   if (architecture == "gpt_oss") return gpt_oss;
   if (architecture == "glm4_moe") return glm4_moe;
   if (architecture == "deepseek_v3") return deepseek_v3;
   if (architecture == "olmoe") return olmoe;
   if (architecture == "qwen2_moe") return qwen2_moe;
   if (architecture == "mixtral") return mixtral;
+  if (architecture == "gemma4" || architecture == "gemma4_text") return gemma4;
   return qwen3;
 }
 

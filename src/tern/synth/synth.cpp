@@ -205,6 +205,46 @@ std::vector<std::string> synth_presets(const std::string& architecture) {
   return names;
 }
 
+namespace {
+
+// Gemma 4's release is multimodal: its config.json wraps the text model's
+// config (gemma4_text) as text_config beside the vision tower's, and its
+// text weights sit under model.language_model.
+json gemma4_multimodal_config(json text) {
+  text["model_type"] = "gemma4_text";
+  text.erase("architectures");
+  json c = {{"architectures", {"Gemma4ForConditionalGeneration"}},
+            {"model_type", "gemma4"},
+            {"audio_config", nullptr},
+            {"boi_token_id", 255999},
+            {"eoi_token_id", 258882},
+            {"image_token_id", 258880},
+            {"initializer_range", 0.02},
+            {"tie_word_embeddings", text.value("tie_word_embeddings", true)},
+            {"vision_config", {{"model_type", "gemma4_vision"}, {"hidden_size", 16}, {"patch_size", 4}}},
+            {"vision_soft_tokens_per_image", 16}};
+  if (text.contains("torch_dtype")) c["torch_dtype"] = text["torch_dtype"];
+  c["text_config"] = std::move(text);
+  return c;
+}
+
+// The checkpoint's name of a declared tensor (a multimodal checkpoint's text
+// weights: weight_prefix instead of "model.").
+std::string checkpoint_name(const ModelConfig& cfg, const std::string& name) {
+  if (cfg.weight_prefix.empty() || !name.starts_with("model.")) return name;
+  return cfg.weight_prefix + name.substr(6);
+}
+
+// A few stand-ins for the towers a multimodal checkpoint carries beside the
+// text model (the installer must leave them unread).
+std::vector<TensorDecl> tower_tensors(const ModelConfig& cfg) {
+  if (cfg.weight_prefix.empty()) return {};
+  return {tensor_decl("model.vision_tower.patch_embedder.input_proj.weight", {16, 48}, {"16", "48"}),
+          tensor_decl("model.embed_vision.embedding_projection.weight", {cfg.hidden_size, 16}, {"hidden_size", "16"})};
+}
+
+}  // namespace
+
 json synth_config(const SynthOptions& opt, int64_t tokenizer_vocab_size) {
   const ArchSpec& arch = find_arch(opt.architecture);  // clear error for unknown architectures first
   const SynthPreset& preset = find_synth_preset(opt.architecture, opt.preset);
@@ -262,6 +302,7 @@ json synth_config(const SynthOptions& opt, int64_t tokenizer_vocab_size) {
   if (config["vocab_size"].get<int64_t>() < tokenizer_vocab_size)
     fail("vocab_size {} is smaller than the tokenizer's {} tokens", config["vocab_size"].get<int64_t>(),
          tokenizer_vocab_size);
+  if (opt.architecture == "gemma4") config = gemma4_multimodal_config(std::move(config));
   return config;
 }
 
@@ -295,12 +336,17 @@ SynthResult synthesize_model(const SynthOptions& opt) {
   std::set<std::string> token_fields;
   for (const auto& [field, piece] : family.config_token_ids) {
     const int32_t id = token_id_for(tok, family, piece);
-    if (token_fields.insert(field).second) {
-      config[field] = id;
-      continue;
+    for (json* target : {&config, config.contains("text_config") ? &config["text_config"] : nullptr}) {
+      if (!target) continue;
+      json& c = *target;
+      if (!token_fields.contains(field)) {
+        c[field] = id;
+        continue;
+      }
+      if (!c[field].is_array()) c[field] = json::array({c[field]});
+      c[field].push_back(id);
     }
-    if (!config[field].is_array()) config[field] = json::array({config[field]});
-    config[field].push_back(id);
+    token_fields.insert(field);
   }
   ModelConfig cfg = parse_model_config(config, "synthesized config.json");
   const CheckpointDecls decls = arch.tensors(cfg, layout);
@@ -320,15 +366,18 @@ SynthResult synthesize_model(const SynthOptions& opt) {
     total += n;
     order.push_back(d);  // nullptr: the scales of the FP8 weight before it
   };
+  const std::vector<TensorDecl> towers = tower_tensors(cfg);
   for (const auto& d : decls.tensors) {
+    const std::string name = checkpoint_name(cfg, d.name);
     if (!fp8_weight(d, opt)) {
-      place({d.name, tensor_dtype(d, opt.dtype), d.shape}, &d);
+      place({name, tensor_dtype(d, opt.dtype), d.shape}, &d);
       continue;
     }
-    place({d.name, DType::F8_E4M3, d.shape}, &d);
+    place({name, DType::F8_E4M3, d.shape}, &d);
     const int64_t b = opt.fp8_block;
-    place({d.name + "_scale_inv", DType::F32, {(d.shape[0] + b - 1) / b, (d.shape[1] + b - 1) / b}}, nullptr);
+    place({name + "_scale_inv", DType::F32, {(d.shape[0] + b - 1) / b, (d.shape[1] + b - 1) / b}}, nullptr);
   }
+  for (const auto& d : towers) place({d.name, tensor_dtype(d, opt.dtype), d.shape}, &d);
 
   Progress progress("synth", total, opt.quiet);
   json weight_map = json::object();
