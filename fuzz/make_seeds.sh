@@ -53,7 +53,7 @@ PY
 cp "$tmp/gpt_oss-tiny/config.json" fuzz/corpus/config/gpt_oss-tiny.json
 "$tern" synth --arch gpt_oss --preset tiny --layout float -o "$tmp/gpt_oss-float" -q >/dev/null
 cp "$tmp/gpt_oss-float/config.json" fuzz/corpus/config/gpt_oss-tiny-float.json
-for arch in mixtral olmoe qwen2_moe deepseek_v3 glm4_moe qwen3_next; do
+for arch in mixtral olmoe qwen2_moe deepseek_v3 glm4_moe qwen3_next gemma4; do
   "$tern" synth --arch $arch --preset tiny -o "$tmp/$arch-tiny" -q >/dev/null
   cp "$tmp/$arch-tiny/config.json" fuzz/corpus/config/$arch-tiny.json
 done

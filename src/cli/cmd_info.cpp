@@ -59,7 +59,13 @@ void add_info_command(CLI::App& app) {
           {"expert_format", formats},
           {"attention", {{"heads", c.num_heads}, {"kv_heads", c.num_kv_heads}, {"head_dim", c.head_dim},
                          {"sliding_window", c.sliding_window}, {"sliding_layers", sliding},
-                         {"sinks", c.attention_sinks}}},
+                         {"sinks", c.attention_sinks},
+                         {"full_layers", c.global_head_dim > 0
+                                             ? nlohmann::json{{"head_dim", c.global_head_dim},
+                                                              {"kv_heads", c.layer_kv_heads(c.num_layers - 1)},
+                                                              {"values_are_keys", c.attention_k_eq_v},
+                                                              {"rotary_pairs", c.full_rotary_pairs}}
+                                             : nlohmann::json(nullptr)}}},
           {"linear_attention",
            c.linear_attention.present()
                ? nlohmann::json{{"layers", [&] {
@@ -86,6 +92,10 @@ void add_info_command(CLI::App& app) {
                sliding > 0 ? fmt::format(", sliding window {} on {} of {} layers", c.sliding_window, sliding, c.num_layers)
                            : "",
                c.attention_sinks ? ", sinks" : "");
+    if (c.global_head_dim > 0)  // Gemma 4: the full layers' own shape (the last layer is always full)
+      fmt::print("full layers:      {} of {}: head_dim {}, {} kv heads{}, proportional RoPE on {} of {} pairs\n",
+                 c.num_layers - sliding, c.num_layers, c.global_head_dim, c.layer_kv_heads(c.num_layers - 1),
+                 c.attention_k_eq_v ? ", values = keys" : "", c.full_rotary_pairs, c.global_head_dim / 2);
     if (c.linear_attention.present()) {
       const auto& la = c.linear_attention;
       int64_t linear = 0;

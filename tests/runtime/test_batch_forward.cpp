@@ -100,7 +100,8 @@ TEST_P(BatchForward, SteppingBackToACheckpointGivesAFreshSessionsLogits) {
   // Diverging before every checkpoint: a model with rings starts over, one
   // without keeps the common prefix; both give the fresh logits.
   const bool rings = s.kv().has_rings();
-  EXPECT_EQ(rings, GetParam() == "gpt_oss" || GetParam() == "mixtral_window" || GetParam() == "qwen3_next");
+  EXPECT_EQ(rings, GetParam() == "gpt_oss" || GetParam() == "mixtral_window" || GetParam() == "qwen3_next" ||
+                       GetParam() == "gemma4");
   std::vector<int32_t> early(prompt_a.begin(), prompt_a.begin() + 5);
   early.push_back(150);
   const int64_t kept = s.keep_common_prefix(early);
@@ -183,7 +184,7 @@ TEST_P(BatchForward, RejectsMisuse) {
 
 INSTANTIATE_TEST_SUITE_P(Architectures, BatchForward, ::testing::Values("qwen3_moe", "gpt_oss", "mixtral", "mixtral_window", "olmoe",
                                                                       "qwen2_moe", "deepseek_v3",
-                                                                      "glm4_moe", "qwen3_next"));
+                                                                      "glm4_moe", "qwen3_next", "gemma4"));
 
 }  // namespace
 }  // namespace tern

@@ -25,7 +25,10 @@ ARCHS = [("qwen3_moe", ["--preset", "small", "--seed", "4"]),
          # partial rotary, q/k norm, the same routing
          ("glm4_moe", ["--arch", "glm4_moe", "--preset", "tiny", "--seed", "4"]),
          # Gated DeltaNet layers (a recurrent state per sequence) beside gated attention, a shared expert
-         ("qwen3_next", ["--arch", "qwen3_next", "--preset", "tiny", "--seed", "4"])]
+         ("qwen3_next", ["--arch", "qwen3_next", "--preset", "tiny", "--seed", "4"]),
+         # sliding and full layers of two head shapes (k_eq_v), a dense GeGLU branch beside the experts
+         # run while their reads are in flight, per-expert scales, softcapped logits
+         ("gemma4", ["--arch", "gemma4", "--preset", "tiny", "--seed", "4"])]
 
 
 class PlacementInvariance(TernTestCase):
@@ -36,7 +39,8 @@ class PlacementInvariance(TernTestCase):
         m = json.load(open(os.path.join(model, "manifest.json")))
         layers = m["experts"]["layers"]
         stride = max(l["stride"] for l in layers)
-        k = m["config"].get("num_experts_per_tok") or m["config"].get("experts_per_token")
+        c = m["config"].get("text_config", m["config"])  # gemma4: the multimodal config's text model
+        k = c.get("num_experts_per_tok") or c.get("experts_per_token") or c.get("top_k_experts")
         total = sum(l["stride"] * l["num_experts"] for l in layers)
         mirror = self.path(arch + "-mirror.bin")
         shutil.copyfile(os.path.join(model, "experts.bin"), mirror)
