@@ -59,13 +59,7 @@ void add_info_command(CLI::App& app) {
           {"expert_format", formats},
           {"attention", {{"heads", c.num_heads}, {"kv_heads", c.num_kv_heads}, {"head_dim", c.head_dim},
                          {"sliding_window", c.sliding_window}, {"sliding_layers", sliding},
-                         {"sinks", c.attention_sinks},
-                         {"full_layers", c.global_head_dim > 0
-                                             ? nlohmann::json{{"head_dim", c.global_head_dim},
-                                                              {"kv_heads", c.layer_kv_heads(c.num_layers - 1)},
-                                                              {"values_are_keys", c.attention_k_eq_v},
-                                                              {"rotary_pairs", c.full_rotary_pairs}}
-                                             : nlohmann::json(nullptr)}}},
+                         {"sinks", c.attention_sinks}}},
           {"linear_attention",
            c.linear_attention.present()
                ? nlohmann::json{{"layers", [&] {
@@ -82,6 +76,12 @@ void add_info_command(CLI::App& app) {
                : nlohmann::json(nullptr)},
           {"source_layout", layout},
           {"created_by", model.manifest().created_by}};
+      if (c.global_head_dim > 0)  // Gemma 4: the full layers' own shape; absent for one-shape models
+        j["attention"]["full_layers"] = {{"layers", c.num_layers - sliding},
+                                         {"head_dim", c.global_head_dim},
+                                         {"kv_heads", c.layer_kv_heads(c.num_layers - 1)},
+                                         {"values_are_keys", c.attention_k_eq_v},
+                                         {"rotary_pairs", c.full_rotary_pairs}};
       fmt::print("{}\n", j.dump(2));
       return;
     }

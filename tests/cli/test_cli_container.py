@@ -36,6 +36,21 @@ class ContainerCli(TernTestCase):
         self.assertIn("linear attention: 3 of 4 layers", run("info", self.path("qn.tern")).stdout)
         self.assertIsNone(json.loads(run("info", self.synth_install(), "--json").stdout)["linear_attention"])
 
+    def test_info_shows_gemma4_full_layers(self):
+        # gemma4 tiny: layers s, s, f, s, f (the last forced full); full layers have their own head_dim
+        # (32), one kv head and values = keys; the towers' tensors are left out of the install.
+        run("synth", "--arch", "gemma4", "--preset", "tiny", "-o", self.path("g4-hf"), "-q")
+        run("install", self.path("g4-hf"), "-o", self.path("g4.tern"), "-q")
+        self.assertEqual(run("verify", self.path("g4.tern")).returncode, 0)
+        info = json.loads(run("info", self.path("g4.tern"), "--json").stdout)
+        self.assertEqual(info["architecture"], "gemma4")
+        self.assertEqual((info["attention"]["head_dim"], info["attention"]["sliding_layers"]), (16, 3))
+        self.assertEqual(info["attention"]["full_layers"], {"layers": 2, "head_dim": 32, "kv_heads": 1,
+                                                            "values_are_keys": True, "rotary_pairs": 4})
+        self.assertIn("full layers:      2 of 5: head_dim 32, 1 kv heads, values = keys, proportional RoPE on 4 of 16",
+                      run("info", self.path("g4.tern")).stdout)
+        self.assertNotIn("full_layers", json.loads(run("info", self.synth_install(), "--json").stdout)["attention"])
+
     def test_verify_names_corrupted_expert(self):
         model = self.synth_install()
         manifest = json.load(open(os.path.join(model, "manifest.json")))

@@ -63,7 +63,7 @@ TEST(Gemma4Config, AsReleasedMultimodal) {
   EXPECT_TRUE(c.sandwich_norms);
   EXPECT_TRUE(c.qk_norm);
   EXPECT_EQ(c.hidden_act, "gelu_pytorch_tanh");
-  EXPECT_DOUBLE_EQ(c.embedding_scale, std::sqrt(2816.0));
+  EXPECT_DOUBLE_EQ(c.embedding_scale, static_cast<float>(std::sqrt(2816.0)));  // no dtype given: float32
   EXPECT_DOUBLE_EQ(c.final_logit_softcapping, 30.0);
   EXPECT_TRUE(c.tie_word_embeddings);
   EXPECT_EQ(c.num_experts, 128);
@@ -71,6 +71,19 @@ TEST(Gemma4Config, AsReleasedMultimodal) {
   EXPECT_EQ(c.moe_intermediate_size, 704);
   EXPECT_EQ(c.intermediate_size, 2112);
   EXPECT_EQ(c.num_moe_layers(), 30);
+}
+
+// transformers scales the embeddings by sqrt(hidden) cast to the weights' dtype, so a bfloat16
+// release multiplies by 53.0, not 53.066; the dtype may sit in text_config or only at the top level.
+TEST(Gemma4Config, EmbeddingScaleIsRoundedToTheCheckpointDtype) {
+  EXPECT_DOUBLE_EQ(g4_parse(g4_with(g4_text(), "dtype", "bfloat16")).embedding_scale, 53.0);
+  EXPECT_DOUBLE_EQ(g4_parse(g4_with(g4_text(), "torch_dtype", "float16")).embedding_scale, 53.0625);
+  EXPECT_DOUBLE_EQ(g4_parse(g4_with(g4_text(), "torch_dtype", "float32")).embedding_scale,
+                   static_cast<float>(std::sqrt(2816.0)));
+  EXPECT_DOUBLE_EQ(g4_parse(g4_with(g4_multimodal(g4_text()), "dtype", "bfloat16")).embedding_scale, 53.0);
+  json both = g4_multimodal(g4_with(g4_text(), "dtype", "float32"));
+  both["dtype"] = "bfloat16";  // text_config's own dtype wins
+  EXPECT_DOUBLE_EQ(g4_parse(both).embedding_scale, static_cast<float>(std::sqrt(2816.0)));
 }
 
 TEST(Gemma4Config, TextOnlyLayoutReadsTheSameFields) {
@@ -129,6 +142,10 @@ TEST(Gemma4Config, RefusesWhatTernCannotRun) {
                {"hidden_size_per_layer_input"});
   expect_error([] { g4_parse(g4_with(g4_text(), "-hidden_size_per_layer_input", nullptr)); },
                {"hidden_size_per_layer_input"});
+  // an explicit null turns per-layer embeddings off as 0 does (transformers: `if not ...`)
+  json ple_null = g4_text();
+  ple_null["hidden_size_per_layer_input"] = nullptr;
+  EXPECT_NO_THROW(g4_parse(ple_null));
   expect_error([] { g4_parse(g4_with(g4_text(), "num_kv_shared_layers", 4)); }, {"num_kv_shared_layers"});
   expect_error([] { g4_parse(g4_with(g4_text(), "enable_moe_block", false)); }, {"enable_moe_block"});
   expect_error([] { g4_parse(g4_with(g4_text(), "hidden_activation", "silu")); }, {"hidden_activation"});
@@ -145,6 +162,11 @@ TEST(Gemma4Config, RefusesWhatTernCannotRun) {
   json rope_bad = g4_text();
   rope_bad["rope_parameters"]["full_attention"]["partial_rotary_factor"] = 0.0;
   expect_error([&] { g4_parse(rope_bad); }, {"partial_rotary_factor"});
+  json scaled = g4_text();  // proportional RoPE divides its frequencies by factor; only 1 is supported
+  scaled["rope_parameters"]["full_attention"]["factor"] = 8.0;
+  expect_error([&] { g4_parse(scaled); }, {"factor"});
+  scaled["rope_parameters"]["full_attention"]["factor"] = 1.0;
+  EXPECT_NO_THROW(g4_parse(scaled));
   expect_error([] { g4_parse({{"model_type", "gemma4"}}); }, {"text_config"});
   expect_error([] { g4_parse(g4_multimodal(g4_with(g4_text(), "-num_experts", nullptr))); }, {"num_experts"});
 }

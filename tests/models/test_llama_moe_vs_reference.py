@@ -1,6 +1,7 @@
 """Tern's forward pass for the Llama-style MoE architectures (mixtral, olmoe,
-qwen2_moe), DeepSeek-V3 and GLM-4.5 against the independent float64 NumPy
-references (tools/reference/llama_moe.py, deepseek_v3.py, glm4_moe.py, which
+qwen2_moe), DeepSeek-V3, GLM-4.5, Qwen3-Next and Gemma 4 against the independent
+float64 NumPy references (tools/reference/llama_moe.py, deepseek_v3.py,
+glm4_moe.py, qwen3_next.py, gemma4.py, which
 share no code with the engine; deepseek_v3.py runs MLA the way transformers does,
 expanding every position's keys and values, where Tern attends in the latent
 space), on synthetic models of several shapes per architecture: logits at
@@ -29,12 +30,14 @@ except ImportError:
 
 sys.path.insert(0, os.path.join(SOURCE_DIR, "tools", "reference"))
 import deepseek_v3  # noqa: E402
+import gemma4  # noqa: E402
 import glm4_moe  # noqa: E402
 import llama_moe  # noqa: E402
 import qwen3_next  # noqa: E402
 
 # The reference of each architecture (llama_moe's otherwise).
-REFERENCES = {"deepseek_v3": deepseek_v3, "glm4_moe": glm4_moe, "qwen3_next": qwen3_next}
+REFERENCES = {"deepseek_v3": deepseek_v3, "glm4_moe": glm4_moe, "qwen3_next": qwen3_next, "gemma4": gemma4,
+              "gemma4_text": gemma4}
 # Architectures with DeepSeek-V3's grouped sigmoid routing.
 GROUPED = ("deepseek_v3", "glm4_moe")
 
@@ -131,6 +134,29 @@ SHAPES = {
                                             "--top-k", "3", "--seed", "11"]),
         ("small-bf16", ["--preset", "small", "--seed", "2"]),
     ],
+    "gemma4": [
+        # the multimodal release's layout (text under model.language_model.): sliding, sliding, full,
+        # sliding, full layers, a 6-key window shorter than the prompts, full layers with
+        # global_head_dim 32, one kv head and values = keys, proportional RoPE on a quarter of the
+        # pairs, the logit softcap, tied embeddings, the embedding scale rounded to bf16
+        ("tiny-bf16", ["--preset", "tiny", "--dtype", "bf16"]),
+        # attention biases, top-3, f16 (its own embedding-scale rounding)
+        ("tiny-f16-bias-top3", ["--preset", "tiny", "--dtype", "f16", "--set", "attention_bias=true",
+                                "--top-k", "3", "--seed", "11"]),
+        ("small-bf16", ["--preset", "small", "--seed", "2"]),
+    ],
+    "gemma4_text": [
+        # the text-only layout: full layers keep v_proj and the sliding layers' kv heads, no softcap,
+        # untied lm_head, a full-attention RoPE without the proportional cut, f32
+        ("tiny-f32-kv-untied-nocap", ["--preset", "tiny", "--dtype", "f32", "--set", "attention_k_eq_v=false",
+                                      "--set", "final_logit_softcapping=null", "--set", "tie_word_embeddings=false",
+                                      "--set", 'rope_parameters={"full_attention": {"rope_type": "default", '
+                                      '"rope_theta": 50000.0}, "sliding_attention": {"rope_theta": 20000.0}}',
+                                      "--seed", "5"]),
+        # a window of 3 over 5:1 layer types left to their default (layers 0-3 sliding, the last full)
+        ("tiny-bf16-window3-defaulttypes", ["--preset", "tiny", "--dtype", "bf16", "--set", "sliding_window=3",
+                                            "--set", "layer_types=null", "--seed", "7"]),
+    ],
 }
 
 
@@ -221,6 +247,8 @@ class LlamaMoeVsReference(TernTestCase):
         q8_bounds["qwen3_next"] = 0.05
         for arch, shapes in SHAPES.items():
             name, flags = shapes[-1]
+            if not name.startswith("small"):  # gemma4_text: tiny only (64-wide rows do not fit Q4_K's
+                continue                      # 256-blocks); its math is gemma4's, quantized above
             for quant, bound in (("q8_0", q8_bounds.get(arch, 0.03)), ("q4_k", 0.15)):
                 with self.subTest(arch=arch, quant=quant):
                     hf, model = self.model(arch, name, flags, "--expert-quant", quant, "--trunk-quant", "q8_0")

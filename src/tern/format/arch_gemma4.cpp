@@ -27,6 +27,7 @@
 // refused: the MoE release has neither.
 #include <cmath>
 
+#include "tern/core/dtype.h"
 #include "tern/core/error.h"
 #include "tern/core/json.h"
 #include "tern/format/architectures.h"
@@ -70,11 +71,35 @@ LayerRope read_layer_rope(const ConfigReader& r, std::string_view layer_type, La
     if (!p["partial_rotary_factor"].is_number()) r.invalid(key, "partial_rotary_factor is not a number");
     out.partial = p["partial_rotary_factor"].get<double>();
   }
+  // transformers' proportional RoPE divides every frequency by "factor" (default 1); no Gemma 4
+  // release sets it, so Tern refuses it rather than guess at a context-extension scheme.
+  if (p.contains("factor") && !(p["factor"].is_number() && p["factor"].get<double>() == 1.0))
+    r.invalid(key, fmt::format("factor is {}; Tern supports Gemma 4 RoPE without frequency scaling (factor 1)",
+                               p["factor"].dump()));
   if (!(out.theta > 0) || !std::isfinite(out.theta) || out.theta > 1e15)
     r.invalid(key, fmt::format("rope_theta must be in (0, 1e15], got {}", out.theta));
   if (!(out.partial > 0) || out.partial > 1)
     r.invalid(key, fmt::format("partial_rotary_factor must be in (0, 1], got {}", out.partial));
   return out;
+}
+
+// The checkpoint's dtype as the config names it ("dtype" since transformers 5, "torch_dtype"
+// before), or "" when absent.
+std::string config_dtype(const nlohmann::json& j) {
+  for (const char* key : {"dtype", "torch_dtype"})
+    if (j.contains(key) && j[key].is_string()) return j[key].get<std::string>();
+  return "";
+}
+
+// transformers multiplies the embeddings by sqrt(hidden_size) cast to the embedding weight's
+// dtype (Gemma4TextScaledWordEmbedding: embed_scale.to(weight.dtype)), so a bfloat16 checkpoint's
+// scale is sqrt(hidden) rounded to bfloat16 (sqrt(2816) = 53.07 becomes 53.0). Tern follows the
+// dtype the checkpoint was released in, whatever format the trunk is installed as.
+double gemma4_embedding_scale(int64_t hidden, const std::string& dtype) {
+  const auto exact = static_cast<float>(std::sqrt(static_cast<double>(hidden)));
+  if (dtype == "bfloat16") return bf16_to_f32(f32_to_bf16(exact));
+  if (dtype == "float16") return f16_to_f32(f32_to_f16(exact));
+  return exact;
 }
 
 void parse_gemma4_text(const ConfigReader& r, ModelConfig& cfg) {
@@ -91,7 +116,9 @@ void parse_gemma4_text(const ConfigReader& r, ModelConfig& cfg) {
   if (act != "gelu_pytorch_tanh")
     r.invalid("hidden_activation", fmt::format("is {}; Tern runs Gemma 4's gelu_pytorch_tanh", json_excerpt(act)));
   cfg.hidden_act = act;
-  if (r.get_int("hidden_size_per_layer_input", 256) > 0)
+  // transformers' default is 256 (per-layer embeddings on); an explicit null or 0 turns them off.
+  const bool ple_null = r.raw().contains("hidden_size_per_layer_input") && r.raw()["hidden_size_per_layer_input"].is_null();
+  if (!ple_null && r.get_int("hidden_size_per_layer_input", 256) > 0)
     r.invalid("hidden_size_per_layer_input",
               "is set (per-layer embeddings, Gemma 4 E2B/E4B); Tern runs the MoE release, which has none "
               "(hidden_size_per_layer_input 0)");
@@ -165,7 +192,7 @@ void parse_gemma4_text(const ConfigReader& r, ModelConfig& cfg) {
 
   cfg.qk_norm = true;
   cfg.sandwich_norms = true;
-  cfg.embedding_scale = std::sqrt(static_cast<double>(cfg.hidden_size));
+  cfg.embedding_scale = gemma4_embedding_scale(cfg.hidden_size, config_dtype(r.raw()));
   if (r.has("final_logit_softcapping")) {
     cfg.final_logit_softcapping = r.get_double("final_logit_softcapping");
     r.require_finite("final_logit_softcapping", cfg.final_logit_softcapping, 0.0, 1e6);
@@ -188,6 +215,8 @@ void parse_gemma4(const ConfigReader& r, ModelConfig& cfg) {
     r.invalid("text_config", "is missing; a gemma4 config.json holds the text model's config there");
   const ConfigReader text(raw["text_config"], r.source() + " (text_config)", "gemma4");
   parse_gemma4_text(text, cfg);
+  if (config_dtype(raw["text_config"]).empty())  // the dtype may be given only at the top level
+    cfg.embedding_scale = gemma4_embedding_scale(cfg.hidden_size, config_dtype(raw));
   // The multimodal checkpoint ties the embeddings unless its top level says otherwise.
   cfg.tie_word_embeddings = raw["text_config"].value("tie_word_embeddings", r.get_bool("tie_word_embeddings", true));
   cfg.weight_prefix = "model.language_model.";
