@@ -188,13 +188,17 @@ def main():
 def bench(a):
     manifest = json.load(open(os.path.join(a.model, "manifest.json")))
     cfg = manifest["config"]
+    cfg = cfg.get("text_config", cfg)  # a multimodal release (gemma4): the text model's config
     experts_file = os.path.join(a.model, manifest["experts"]["file"])
     experts = sum(l["stride"] * l["num_experts"] for l in manifest["experts"]["layers"])
     ram = parse_size(a.ram) if a.ram else experts // 2
     trunk = manifest["trunk"]["size"]
     heads_kv = cfg.get("num_key_value_heads", cfg["num_attention_heads"])
     head_dim = cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
-    kv = cfg["num_hidden_layers"] * 2 * 4 * a.ctx * heads_kv * head_dim  # upper bound (sliding layers keep less)
+    width = heads_kv * head_dim
+    if cfg.get("global_head_dim"):  # Gemma 4's full layers: their own head_dim and kv heads
+        width = max(width, (cfg.get("num_global_key_value_heads") or heads_kv) * cfg["global_head_dim"])
+    kv = cfg["num_hidden_layers"] * 2 * 4 * a.ctx * width  # upper bound (sliding layers keep less)
     limit = None if a.no_cap else (parse_size(a.cap) if a.cap else trunk + kv + ram + (256 << 20))
     cg = make_cgroup(limit) if limit else None
 

@@ -37,6 +37,7 @@ struct ChatFlags {
   std::string system;
   int64_t n = 1024;
   bool no_think = false;
+  bool think = false;
   std::string reasoning_effort = "medium";
   std::string date;
   bool show_reasoning = false;
@@ -109,7 +110,10 @@ class Chat {
                                 engine.hf_chat_template())) {
     const bool harmony = format_->name() == "harmony";
     if (harmony && f.no_think) fail("--no-think is for Qwen3; gpt-oss always reasons (use --reasoning-effort low)");
-    options_.enable_thinking = !f.no_think;
+    if (harmony && f.think) fail("--think is for Gemma 4; gpt-oss always reasons (use --reasoning-effort)");
+    if (f.no_think && f.think) fail("--think and --no-think contradict each other");
+    if (f.no_think) options_.enable_thinking = false;
+    if (f.think) options_.enable_thinking = true;  // unset: the format's default
     options_.reasoning_effort = f.reasoning_effort;
     options_.date = f.date;
     display_ = f.show_reasoning   ? ReasoningDisplay::Shown
@@ -155,12 +159,28 @@ class Chat {
     if (f_.print_prompt) fmt::print(stderr, "[prompt]\n{}\n[/prompt]\n", text);
     const std::vector<int32_t> ids = engine_.tokenizer().encode(text);
     const int64_t kept = session_.keep_common_prefix(ids);
-    std::span<const int32_t> rest(ids.begin() + kept, ids.end());
+    auto fed = static_cast<size_t>(kept);
+    // A model with sliding-window rings steps back only to a checkpoint: feed
+    // up to where the next turn's prompt will part from this one and take it
+    // there; where the whole prompt is shared (gpt-oss's "<|start|>assistant"),
+    // generate() takes it after the prompt.
+    bool whole_prompt = true;
+    if (session_.kv().has_rings()) {
+      const size_t shared = tokens_shared_with_next_turn(*format_, engine_.tokenizer(), history_, options_, ids);
+      if (shared < ids.size()) whole_prompt = false;
+      if (shared > fed && shared < ids.size()) {
+        session_.feed(std::span<const int32_t>(ids).subspan(fed, shared - fed));
+        session_.checkpoint();
+        fed = shared;
+      }
+    }
+    std::span<const int32_t> rest(ids.begin() + static_cast<std::ptrdiff_t>(fed), ids.end());
 
     GenerateOptions g;
     g.max_new_tokens = f_.n;
     g.sampling = f_.sampling.options(engine_.default_sampling());
     g.stop_tokens = format_->stop_tokens();
+    g.checkpoint_prompt = whole_prompt;
     auto parser = format_->make_parser(options_);
     const bool tty = ::isatty(STDOUT_FILENO) != 0;
     ReplyPrinter printer(display_, tty);
@@ -197,7 +217,8 @@ class Chat {
     if (!parser->done()) fmt::print(stderr, "[reply cut at {} tokens]\n", generated);
     if (f_.engine.stats) {
       fmt::print(stderr, "{}\n", stats.summary());
-      fmt::print(stderr, "context: {} tokens reused, {} prefilled, {} generated\n", kept, rest.size(), generated);
+      fmt::print(stderr, "context: {} tokens reused, {} prefilled, {} generated\n", kept,
+                 ids.size() - static_cast<size_t>(kept), generated);
     }
     return parser->reply();
   }
@@ -223,7 +244,8 @@ void add_chat_command(CLI::App& app) {
   cmd->add_option("-p,--prompt", f->prompt, "One-shot: answer this message and exit");
   cmd->add_option("--system", f->system, "System message (gpt-oss: the developer instructions)");
   cmd->add_option("-n,--max-tokens", f->n, "Maximum tokens per reply")->default_val(1024)->check(CLI::PositiveNumber);
-  cmd->add_flag("--no-think", f->no_think, "Disable Qwen3 thinking (empty <think> block)");
+  cmd->add_flag("--no-think", f->no_think, "Disable thinking (Qwen3: empty <think> block; GLM-4.5: /nothink)");
+  cmd->add_flag("--think", f->think, "Enable thinking where it is off by default (Gemma 4: <|think|>)");
   cmd->add_option("--reasoning-effort", f->reasoning_effort, "gpt-oss reasoning effort: low | medium | high")
       ->default_val("medium")
       ->check(CLI::IsMember({"low", "medium", "high"}));

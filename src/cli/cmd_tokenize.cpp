@@ -219,7 +219,7 @@ void add_tokenize_command(CLI::App& app) {
       {"qwen3", SyntheticSpecials::Qwen3},   {"harmony", SyntheticSpecials::Harmony},
       {"mistral", SyntheticSpecials::Mistral}, {"qwen2", SyntheticSpecials::Qwen2},
       {"olmoe", SyntheticSpecials::Olmoe},   {"deepseek_v3", SyntheticSpecials::DeepseekV3},
-      {"glm4_moe", SyntheticSpecials::Glm45}};
+      {"glm4_moe", SyntheticSpecials::Glm45}, {"gemma4", SyntheticSpecials::Gemma4}};
   cmd->add_option("--synthetic-family", args->synthetic_specials,
                   "with --write-synthetic: whose added tokens and layout (default qwen3)")
       ->transform(CLI::CheckedTransformer(families, CLI::ignore_case))

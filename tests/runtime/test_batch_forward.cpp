@@ -112,6 +112,33 @@ TEST_P(BatchForward, SteppingBackToACheckpointGivesAFreshSessionsLogits) {
   EXPECT_EQ(s.logits(), fresh_early.logits());
 }
 
+// Checkpoints are bounded in bytes (Gemma 4 26B-A4B's rings are 420 MiB a
+// copy): under a limit smaller than one copy only the newest is kept, so a
+// turn diverging between the two steps back to nothing and starts over, where
+// the default limit keeps both and steps back to the older one. Either way the
+// logits are a fresh session's.
+TEST_P(BatchForward, CheckpointsStayWithinTheirByteLimit) {
+  if (!Session(*engine).kv().has_rings()) GTEST_SKIP() << "no sliding-window rings: checkpoint() is a no-op";
+  const std::vector<int32_t> first = prompt(7, 5);
+  std::vector<int32_t> diverged(first.begin(), first.end());
+  diverged.insert(diverged.end(), {3, 150});
+  Session fresh(*engine);
+  fresh.feed(diverged);
+  for (const bool tight : {false, true}) {
+    Session s(*engine);
+    if (tight) s.set_checkpoint_limit(1);
+    s.feed(first);
+    s.checkpoint();
+    for (int32_t t : {3, 9, 17}) s.feed(std::vector<int32_t>{t});
+    s.checkpoint();
+    EXPECT_EQ(s.checkpoint_count(), tight ? 1u : 2u) << tight;
+    const int64_t kept = s.keep_common_prefix(diverged);
+    EXPECT_EQ(kept, tight ? 0 : 7) << tight;
+    s.feed(std::span<const int32_t>(diverged).subspan(static_cast<size_t>(kept)));
+    EXPECT_EQ(s.logits(), fresh.logits()) << tight;
+  }
+}
+
 // A kept session written to a file and read back (the server keeps
 // conversations across restarts) continues exactly as the original: keys,
 // values, rings, linear-attention states and checkpoints all survive.

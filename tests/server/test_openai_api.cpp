@@ -68,7 +68,7 @@ TEST(OpenAiRequest, ChatFieldsMapOntoTheEngine) {
   // The schema keeps the client's key order (templates render it as sent).
   EXPECT_EQ(r.format.tools[0].parameters, R"({"type":"object","properties":{"x":{"type":"integer"}}})");
   EXPECT_EQ(r.format.reasoning_effort, "low");
-  EXPECT_FALSE(r.format.enable_thinking);
+  EXPECT_EQ(r.format.enable_thinking, std::optional<bool>(false));
 }
 
 TEST(OpenAiRequest, ToolChoiceNoneAndNamed) {

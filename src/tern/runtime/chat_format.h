@@ -4,11 +4,11 @@
 // reasoning, answer text and tool calls. One implementation per model family:
 // Qwen3 ChatML (chat_template.h), OpenAI harmony for gpt-oss (harmony.h),
 // Mistral's [INST] for Mixtral and Tulu's for OLMoE (plain_chat.h) and
-// DeepSeek-V3's (deepseek_chat.h) and GLM-4.5's (glm45_chat.h). make_chat_format()
-// picks the model's.
-// Gemma would be a further implementation of the same two classes.
+// DeepSeek-V3's (deepseek_chat.h), GLM-4.5's (glm45_chat.h) and Gemma 4's
+// (gemma_chat.h). make_chat_format() picks the model's.
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -49,7 +49,10 @@ struct ChatMessage {
 // How to render. Fields a format does not use are ignored.
 struct ChatFormatOptions {
   bool add_generation_prompt = true;        // end with the opening of an assistant reply
-  bool enable_thinking = true;              // Qwen3: false adds an empty <think> block
+  // Thinking on or off; unset: the format's default (Qwen3, GLM-4.5: on, as
+  // their templates; Gemma 4: off, as its template). Qwen3: false adds an
+  // empty <think> block.
+  std::optional<bool> enable_thinking = {};
   std::string reasoning_effort = "medium";  // harmony: low | medium | high
   std::string date = {};                    // harmony "Current date:", YYYY-MM-DD; empty = today (local time)
   std::vector<ToolDefinition> tools = {};   // functions offered to the model (rendered as its template does)
@@ -119,7 +122,7 @@ class ReplyParser : public ChatOutputParser {
 class ChatFormat {
  public:
   virtual ~ChatFormat() = default;
-  // "qwen3-chatml", "qwen2-chatml", "harmony", "mistral-instruct", "tulu", "deepseek-v3" or "glm-4.5".
+  // "qwen3-chatml", "qwen2-chatml", "harmony", "mistral-instruct", "tulu", "deepseek-v3", "glm-4.5" or "gemma4".
   virtual std::string_view name() const = 0;
   // The prompt text of a conversation, special tokens spelled out: encode it
   // with special tokens allowed, as Hugging Face's apply_chat_template +
@@ -137,7 +140,9 @@ class ChatFormat {
 // harmony's <|start|>/<|channel|>/<|message|> and no ChatML tokens), Qwen3
 // ChatML for a tokenizer with <|im_start|>/<|im_end|> (Qwen2's flavour for
 // qwen2_moe), Mistral's [INST] for mixtral, Tulu's for olmoe, DeepSeek-V3's
-// for deepseek_v3, GLM-4.5's for glm4_moe; otherwise an error.
+// for deepseek_v3, GLM-4.5's for glm4_moe, Gemma 4's for gemma4 / gemma4_text
+// (GemmaFlavor::Small when `hf_template` has no empty thought block in its
+// generation prompt); otherwise an error.
 // `model_stops` are the model's configured end-of-sequence ids
 // (Engine::stop_tokens()); the format adds its own and removes ids that are
 // structure, not stops (harmony's <|end|>). `hf_template`, the model's own
@@ -149,5 +154,16 @@ class ChatFormat {
 // tokenizer must outlive the format.
 std::unique_ptr<ChatFormat> make_chat_format(std::string_view architecture, const Tokenizer& tokenizer,
                                              std::span<const int32_t> model_stops, std::string_view hf_template = {});
+
+// How many leading tokens of `prompt` (the rendering of `messages` with
+// options.add_generation_prompt, tokenized) the next turn's prompt will
+// share: that turn renders this reply as an assistant message, which need not
+// begin as the generation prompt does (Gemma 4's empty thought block, Qwen3's
+// empty <think>), so a placeholder reply is rendered and compared. A model
+// with sliding-window rings can step back only to a checkpoint (Session::
+// checkpoint): the chat CLI and the server take theirs here.
+size_t tokens_shared_with_next_turn(const ChatFormat& format, const Tokenizer& tokenizer,
+                                    std::vector<ChatMessage> messages, ChatFormatOptions options,
+                                    std::span<const int32_t> prompt);
 
 }  // namespace tern

@@ -214,7 +214,7 @@ std::string render_chatml(const std::vector<ChatMessage>& messages, const ChatFo
   }
   if (options.add_generation_prompt) {
     out += "<|im_start|>assistant\n";
-    if (!options.enable_thinking) out += "<think>\n\n</think>\n\n";
+    if (!options.enable_thinking.value_or(true)) out += "<think>\n\n</think>\n\n";
   }
   return out;
 }
@@ -431,7 +431,7 @@ class ChatmlFormat final : public ChatFormat {
   std::unique_ptr<ChatOutputParser> make_parser(const ChatFormatOptions& options) const override {
     const bool think_tokens = ids_.think_open >= 0 && ids_.think_close >= 0;
     const bool prompt_opened = flavor_ == ChatmlFlavor::Qwen3Thinking && think_tokens;
-    return std::make_unique<ChatmlParser>(tokenizer_, stops_, ids_, options.enable_thinking && think_tokens,
+    return std::make_unique<ChatmlParser>(tokenizer_, stops_, ids_, options.enable_thinking.value_or(true) && think_tokens,
                                           prompt_opened);
   }
 

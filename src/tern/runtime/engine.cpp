@@ -208,7 +208,15 @@ int64_t Session::keep_common_prefix(std::span<const int32_t> tokens) {
 void Session::checkpoint() {
   if (!kv_.has_rings()) return;
   if (!checkpoints_.empty() && checkpoints_.back().position == position()) return;
-  if (checkpoints_.size() == kMaxCheckpoints) checkpoints_.erase(checkpoints_.begin());
+  auto bytes = [](const KVCache::RingSnapshot& c) { return (c.k.size() + c.v.size() + c.state.size()) * sizeof(float); };
+  const uint64_t one = (static_cast<uint64_t>(kv_.total_ring_floats()) * (kv_.values_alias_keys() ? 1 : 2) +
+                        static_cast<uint64_t>(kv_.total_state_floats())) * sizeof(float);
+  uint64_t held = 0;
+  for (const auto& c : checkpoints_) held += bytes(c);
+  while (!checkpoints_.empty() && (checkpoints_.size() == kMaxCheckpoints || held + one > checkpoint_limit_)) {
+    held -= bytes(checkpoints_.front());
+    checkpoints_.erase(checkpoints_.begin());
+  }
   checkpoints_.push_back(kv_.snapshot_rings(position()));
 }
 
@@ -363,7 +371,7 @@ std::vector<int32_t> generate(Session& session, std::span<const int32_t> prompt,
     return l;
   };
   std::vector<float> logits = step(prompt);
-  session.checkpoint();  // a later turn may re-render from here (keep_common_prefix)
+  if (options.checkpoint_prompt) session.checkpoint();  // a later turn may re-render from here
   const double prefill = seconds_since(t0);
   const ExpertCacheStats decode0 = engine.cache().stats();
   const MoeCounters counters0 = engine.model().counters();

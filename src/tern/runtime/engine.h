@@ -158,12 +158,19 @@ class Session {
   // overwritten the window that stepping back further would need.
   int64_t keep_common_prefix(std::span<const int32_t> tokens);
   // Remembers the sliding-window rings at the current position, so a later
-  // keep_common_prefix can step back to it (generate() calls this after each
-  // prompt: a chat's next turn re-renders the conversation from there, with
-  // the reply's reasoning dropped). A no-op for a model without rings; the
-  // last kMaxCheckpoints are kept (a few MiB each for gpt-oss).
+  // keep_common_prefix can step back to it (generate() calls this after the
+  // prompt with GenerateOptions::checkpoint_prompt: a chat's next turn
+  // re-renders the conversation from there, with the reply's reasoning
+  // dropped). A no-op for a model without rings; the last kMaxCheckpoints
+  // are kept (a few MiB each for gpt-oss), fewer when together they would
+  // pass the byte limit: older ones are dropped first, before the new copy
+  // is made, so checkpoints hold at most max(limit, one checkpoint)
+  // (Gemma 4 26B-A4B: one of 420 MiB).
   void checkpoint();
   static constexpr size_t kMaxCheckpoints = 4;
+  static constexpr uint64_t kCheckpointBytes = 256ull << 20;  // the default limit
+  void set_checkpoint_limit(uint64_t bytes) { checkpoint_limit_ = bytes; }
+  size_t checkpoint_count() const { return checkpoints_.size(); }
 
   // Appends tokens and runs them; returns the logits of the last token
   // (or of every new token if all_positions: [n, vocab]).
@@ -206,6 +213,7 @@ class Session {
   KVCache kv_;
   std::vector<int32_t> tokens_;
   std::vector<KVCache::RingSnapshot> checkpoints_;  // oldest first
+  uint64_t checkpoint_limit_ = kCheckpointBytes;
   std::vector<float> logits_;
   RoutingSink routing_sink_;
 };
@@ -214,6 +222,11 @@ struct GenerateOptions {
   int64_t max_new_tokens = 256;
   SamplerOptions sampling;
   std::vector<int32_t> stop_tokens;  // in addition to none: caller passes engine.stop_tokens() to use them
+  // Remember the sliding-window rings after the prompt (Session::checkpoint)
+  // so a later turn that re-renders the conversation can step back to it.
+  // A chat turn wants it; a one-shot generation does not (a checkpoint of
+  // Gemma 4 26B-A4B's rings is 420 MiB).
+  bool checkpoint_prompt = false;
 };
 
 // Prefills `prompt` into the session (after what it holds), then samples up

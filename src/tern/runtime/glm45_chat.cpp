@@ -127,7 +127,7 @@ std::string render(std::span<const ChatMessage> messages, const ChatFormatOption
     const ChatMessage& m = messages[i];
     if (m.role == "user") {
       out += std::string(kUser) + "\n" + m.content;
-      if (!options.enable_thinking && !m.content.ends_with("/nothink")) out += "/nothink";
+      if (!options.enable_thinking.value_or(true) && !m.content.ends_with("/nothink")) out += "/nothink";
     } else if (m.role == "assistant") {
       std::string_view reasoning = m.reasoning;
       std::string_view content = m.content;
@@ -164,7 +164,7 @@ std::string render(std::span<const ChatMessage> messages, const ChatFormatOption
   }
   if (options.add_generation_prompt) {
     out += kAssistant;
-    if (!options.enable_thinking) out += "\n<think></think>";
+    if (!options.enable_thinking.value_or(true)) out += "\n<think></think>";
   }
   return out;
 }

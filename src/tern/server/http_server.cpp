@@ -275,7 +275,13 @@ struct HttpServer::Impl {
         fmt::print(stderr, "[prompt]\n{}\n[/prompt]\n", prompt_text);
         std::fflush(stderr);
       }
-      serve(std::move(r), engine.tokenizer().encode(prompt_text), res);
+      std::vector<int32_t> ids = engine.tokenizer().encode(prompt_text);
+      int64_t shared = -1;  // where the ring checkpoint goes; after the prompt if the probe cannot be rendered
+      try {
+        shared = static_cast<int64_t>(tokens_shared_with_next_turn(*format, engine.tokenizer(), r.messages, r.format, ids));
+      } catch (const Error&) {
+      }
+      serve(std::move(r), std::move(ids), res, shared);
     });
     http.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
       CompletionRequest r = parse_completion_request(parse_body(req), engine.default_sampling());
@@ -322,7 +328,8 @@ struct HttpServer::Impl {
   std::atomic<bool> opt_running{true};
 
   // Runs a parsed request through the scheduler and writes the response.
-  void serve(CompletionRequest r, std::vector<int32_t> prompt, httplib::Response& res) {
+  // checkpoint_at: GenerationRequest::checkpoint_at.
+  void serve(CompletionRequest r, std::vector<int32_t> prompt, httplib::Response& res, int64_t checkpoint_at = -1) {
     const int64_t ctx = engine.context();
     if (static_cast<int64_t>(prompt.size()) >= ctx)
       throw ApiError(400,
@@ -342,6 +349,7 @@ struct HttpServer::Impl {
     g->stop_tokens = stops;
     g->forced_reply = forced;
     g->reuse_prefix = r.cache_prompt;
+    g->checkpoint_at = checkpoint_at;
     const std::string id = random_id(r.chat ? "chatcmpl-" : "cmpl-");
     const int64_t created_at = unix_time();
     const std::string object = r.chat ? "chat.completion.chunk" : "text_completion";

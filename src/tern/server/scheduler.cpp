@@ -193,6 +193,15 @@ void Scheduler::admit() {
     const int64_t kept = s.session->keep_common_prefix(r.prompt);
     s.result.cached_tokens = kept;
     s.pending.assign(r.prompt.begin() + kept, r.prompt.end());
+    s.checkpoint_prompt = true;
+    if (r.checkpoint_at >= 0 && r.checkpoint_at < static_cast<int64_t>(r.prompt.size()) &&
+        s.session->kv().has_rings()) {
+      s.checkpoint_prompt = false;
+      if (r.checkpoint_at > kept) {  // two steps: up to the checkpoint, then the rest
+        s.pending.assign(r.prompt.begin() + kept, r.prompt.begin() + r.checkpoint_at);
+        s.after_checkpoint.assign(r.prompt.begin() + r.checkpoint_at, r.prompt.end());
+      }
+    }
     s.prefilling = true;
     s.cache0 = engine_.cache().stats();
   }
@@ -223,6 +232,7 @@ void Scheduler::finish(Slot& s, FinishCause cause, std::string error) {
     m_.generated_tokens += static_cast<uint64_t>(s.generated);
   }
   s.pending.clear();
+  s.after_checkpoint.clear();
   s.sampler.reset();
   s.prefilling = false;
   if (r && r->on_done) r->on_done(s.result);
@@ -274,7 +284,13 @@ void Scheduler::step() {
   for (Slot* s : members) {
     GenerationRequest& r = *s->request;
     if (s->prefilling) {
-      s->session->checkpoint();  // as generate(): a later turn may re-render from here
+      if (!s->after_checkpoint.empty()) {  // where the next turn will part from this prompt
+        s->session->checkpoint();
+        s->pending = std::move(s->after_checkpoint);
+        s->after_checkpoint.clear();
+        continue;
+      }
+      if (s->checkpoint_prompt) s->session->checkpoint();  // as generate(): a later turn may re-render from here
       s->prefilling = false;
     }
     logits_ = s->session->logits();

@@ -47,6 +47,11 @@ struct GenerationRequest {
   SamplerOptions sampling;
   std::vector<int32_t> stop_tokens;
   bool reuse_prefix = true;  // false: prefill the whole prompt even if a kept session holds part of it
+  // Where a model with sliding-window rings checkpoints its session (a later
+  // turn re-renders the conversation and may step back only to a checkpoint):
+  // after this many prompt tokens (tokens_shared_with_next_turn()); -1 after
+  // the whole prompt.
+  int64_t checkpoint_at = -1;
   // Tests only (`tern serve --force-reply`): these tokens are the reply, as
   // if sampled (each is still fed through the model); it ends after them.
   std::vector<int32_t> forced_reply;
@@ -102,6 +107,8 @@ class Scheduler {
     std::shared_ptr<GenerationRequest> request;  // null when idle
     std::unique_ptr<Sampler> sampler;
     std::vector<int32_t> pending;  // tokens to feed at the next step
+    std::vector<int32_t> after_checkpoint;  // the prompt's rest, fed the step after its checkpoint
+    bool checkpoint_prompt = true;          // checkpoint after the whole prompt
     int64_t generated = 0;
     bool prefilling = false;
     RequestResult result;

@@ -772,14 +772,16 @@ const SynthFamily& find_synth_family(const std::string& architecture) {
       "<|endoftext|>",
       {{"transformers_version", "4.54.0"}},
       {{"num_experts", {"n_routed_experts"}}}};
-  // Gemma 4: SentencePiece-style BPE with byte fallback.
+  // Gemma 4: Gemma's SentencePiece-style BPE; <eos> and <turn|> end a
+  // reply (config.json's eos_token_id [1, 106]), generation_config adds
+  // <|tool_response>; <pad> pads.
   static const SynthFamily gemma4{
-      SyntheticSpecials::Mistral,
-      {{"bos_token_id", "<s>"}, {"eos_token_id", "</s>"}},
-      {"</s>"},
-      "<s>",
-      "",
-      {{"transformers_version", "5.5.0.dev0"}},
+      SyntheticSpecials::Gemma4,
+      {{"bos_token_id", "<bos>"}, {"eos_token_id", "<eos>"}, {"eos_token_id", "<turn|>"}, {"pad_token_id", "<pad>"}},
+      {"<eos>", "<turn|>", "<|tool_response>"},
+      "<bos>",
+      "<pad>",
+      {{"do_sample", true}, {"temperature", 1.0}, {"top_k", 64}, {"top_p", 0.95}, {"transformers_version", "5.5.0.dev0"}},
       {{"num_experts_per_tok", {"top_k_experts"}}}};
   if (architecture == "gpt_oss") return gpt_oss;
   if (architecture == "glm4_moe") return glm4_moe;

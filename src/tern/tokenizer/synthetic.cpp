@@ -1,6 +1,8 @@
 #include "tern/tokenizer/synthetic.h"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -103,30 +105,70 @@ ordered_json added_token_fields(const QwenAddedToken& t) {
   return {{"content", t.content}, {"single_word", false}, {"lstrip", false},
           {"rstrip", false},      {"normalized", false},  {"special", t.special}};
 }
-// Mistral-7B/Mixtral-8x7B's tokenizer.json layout (legacy SentencePiece BPE).
-SyntheticTokenizer build_mistral_tokenizer(const SyntheticTokenizerOptions& options) {
-  BpeVocabulary bpe = train_metaspace_bpe(kSyntheticTokenizerCorpus, options.merges);
-  const std::string_view specials[] = {"<unk>", "<s>", "</s>"};
+// The vocabulary of a SentencePiece-style BPE file (Mistral's, Gemma's):
+// the added tokens at ids 0.., then <0x00>..<0xFF>, then the tokens learned
+// from the corpus in the "▁" alphabet; merges as "a b" strings or [a, b].
+struct SpmVocabulary {
   ordered_json vocab = ordered_json::object();
   ordered_json added = ordered_json::array();
-  ordered_json added_decoder = ordered_json::object();
-  int32_t id = 0;
-  for (std::string_view special : specials) {
-    vocab[std::string(special)] = id;
+  ordered_json added_decoder = ordered_json::object();  // tokenizer_config.json's added_tokens_decoder
+  ordered_json merges = ordered_json::array();
+  int32_t size = 0;
+};
+
+SpmVocabulary spm_vocabulary(const SyntheticTokenizerOptions& options, std::span<const QwenAddedToken> added_first,
+                             bool merges_as_pairs, std::string_view who) {
+  BpeVocabulary bpe = train_metaspace_bpe(kSyntheticTokenizerCorpus, options.merges);
+  SpmVocabulary v;
+  int32_t& id = v.size;
+  for (const QwenAddedToken& t : added_first) {
+    v.vocab[std::string(t.content)] = id;
     ordered_json entry = {{"id", id}};
-    entry.update(added_token_fields({special, true}));
-    added.push_back(entry);
-    added_decoder[std::to_string(id)] = {{"content", special}, {"lstrip", false},      {"normalized", false},
-                                         {"rstrip", false},    {"single_word", false}, {"special", true}};
+    entry.update(added_token_fields(t));
+    v.added.push_back(entry);
+    v.added_decoder[std::to_string(id)] = {{"content", t.content}, {"lstrip", false},      {"normalized", false},
+                                           {"rstrip", false},      {"single_word", false}, {"special", t.special}};
     ++id;
   }
-  for (int b = 0; b < 256; ++b) vocab[fmt::format("<0x{:02X}>", b)] = id++;
+  for (int b = 0; b < 256; ++b) v.vocab[fmt::format("<0x{:02X}>", b)] = id++;
   for (const std::string& token : bpe.tokens) {
-    if (vocab.contains(token)) fail("synthetic Mistral tokenizer: learned token \"{}\" is already in the vocab", token);
-    vocab[token] = id++;
+    if (v.vocab.contains(token)) fail("synthetic {} tokenizer: learned token \"{}\" is already in the vocab", who, token);
+    v.vocab[token] = id++;
   }
-  ordered_json merges = ordered_json::array();
-  for (const auto& [a, b] : bpe.merges) merges.push_back(a + " " + b);
+  for (const auto& [a, b] : bpe.merges)
+    v.merges.push_back(merges_as_pairs ? ordered_json::array({a, b}) : ordered_json(a + " " + b));
+  return v;
+}
+
+// A SentencePiece-style file's BPE model (unk <unk>, fuse_unk, byte fallback).
+ordered_json spm_model(SpmVocabulary& v) {
+  return {{"type", "BPE"},
+          {"dropout", nullptr},
+          {"unk_token", "<unk>"},
+          {"continuing_subword_prefix", nullptr},
+          {"end_of_word_suffix", nullptr},
+          {"fuse_unk", true},
+          {"byte_fallback", true},
+          {"vocab", std::move(v.vocab)},
+          {"merges", std::move(v.merges)}};
+}
+
+// The decoder steps both files start with: "▁" -> " ", bytes, fused.
+ordered_json spm_decoders() {
+  return ordered_json::array({{{"type", "Replace"}, {"pattern", {{"String", "\u2581"}}}, {"content", " "}},
+                              {{"type", "ByteFallback"}},
+                              {{"type", "Fuse"}}});
+}
+
+// Mistral-7B/Mixtral-8x7B's tokenizer.json layout (legacy SentencePiece BPE).
+SyntheticTokenizer build_mistral_tokenizer(const SyntheticTokenizerOptions& options) {
+  constexpr QwenAddedToken specials[] = {{"<unk>", true}, {"<s>", true}, {"</s>", true}};
+  SpmVocabulary v = spm_vocabulary(options, specials, /*merges_as_pairs=*/false, "Mistral");
+  const int32_t id = v.size;
+  ordered_json added = v.added;
+  ordered_json added_decoder = v.added_decoder;
+  ordered_json decoders = spm_decoders();
+  decoders.push_back({{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}});
 
   const ordered_json bos_template = {{"SpecialToken", {{"id", "<s>"}, {"type_id", 0}}}};
   auto sequence = [](const char* name, int type_id) {
@@ -148,22 +190,8 @@ SyntheticTokenizer build_mistral_tokenizer(const SyntheticTokenizerOptions& opti
         {"pair", ordered_json::array({bos_template, sequence("A", 0),
                                       {{"SpecialToken", {{"id", "<s>"}, {"type_id", 1}}}}, sequence("B", 1)})},
         {"special_tokens", {{"<s>", {{"id", "<s>"}, {"ids", {1}}, {"tokens", {"<s>"}}}}}}}},
-      {"decoder",
-       {{"type", "Sequence"},
-        {"decoders", ordered_json::array({{{"type", "Replace"}, {"pattern", {{"String", "\u2581"}}}, {"content", " "}},
-                                          {{"type", "ByteFallback"}},
-                                          {{"type", "Fuse"}},
-                                          {{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}}})}}},
-      {"model",
-       {{"type", "BPE"},
-        {"dropout", nullptr},
-        {"unk_token", "<unk>"},
-        {"continuing_subword_prefix", nullptr},
-        {"end_of_word_suffix", nullptr},
-        {"fuse_unk", true},
-        {"byte_fallback", true},
-        {"vocab", vocab},
-        {"merges", merges}}},
+      {"decoder", {{"type", "Sequence"}, {"decoders", decoders}}},
+      {"model", spm_model(v)},
   };
   ordered_json config = {
       {"add_bos_token", true},
@@ -422,10 +450,110 @@ SyntheticTokenizer build_glm45_tokenizer(const SyntheticTokenizerOptions& option
   out.vocab_size = id;
   return out;
 }
+// Gemma 4's control tokens at their ids in the release's vocabulary
+// (google-deepmind/gemma _Gemma4SpecialTokens, transformers'
+// convert_gemma4_weights.py; docs/gemma4_facts.md); the ids between are
+// <unusedN> placeholders here.
+constexpr std::pair<int32_t, QwenAddedToken> kGemma4ControlTokens[] = {
+    {0, {"<pad>", true}},       {1, {"<eos>", true}},           {2, {"<bos>", true}},
+    {3, {"<unk>", true}},       {4, {"<mask>", false}},         {46, {"<|tool>", true}},
+    {47, {"<tool|>", true}},    {48, {"<|tool_call>", true}},   {49, {"<tool_call|>", true}},
+    {50, {"<|tool_response>", true}}, {51, {"<tool_response|>", true}}, {52, {"<|\"|>", true}},
+    {98, {"<|think|>", true}},  {100, {"<|channel>", true}},    {101, {"<channel|>", true}},
+    {105, {"<|turn>", true}},   {106, {"<turn|>", true}},       {107, {"\n", false}},
+    {108, {"\n\n", false}},
+};
+
+// A chat template with the release's turn structure (the large models':
+// 26B-A4B, 31B), without tools: written from Google's Gemma 4 prompt format
+// (docs/gemma4_facts.md), not a copy of the released file. Tern renders
+// Gemma 4 itself (runtime/gemma_chat.h); the text only has to carry the
+// markers make_chat_format() looks for.
+constexpr std::string_view kGemma4ChatTemplate =
+    "{{- bos_token -}}"
+    "{%- set enable_thinking = enable_thinking | default(false) -%}"
+    "{%- set loop_messages = messages -%}"
+    "{%- if enable_thinking or (messages and messages[0]['role'] in ['system', 'developer']) -%}"
+    "{{- '<|turn>system\\n' -}}{%- if enable_thinking -%}{{- '<|think|>\\n' -}}{%- endif -%}"
+    "{%- if messages and messages[0]['role'] in ['system', 'developer'] -%}"
+    "{{- messages[0]['content'] | trim -}}{%- set loop_messages = messages[1:] -%}{%- endif -%}"
+    "{{- '<turn|>\\n' -}}{%- endif -%}"
+    "{%- for message in loop_messages -%}"
+    "{%- set role = 'model' if message['role'] == 'assistant' else message['role'] -%}"
+    "{{- '<|turn>' + role + '\\n' + (message['content'] | trim) + '<turn|>\\n' -}}"
+    "{%- endfor -%}"
+    "{%- if add_generation_prompt -%}{{- '<|turn>model\\n' -}}"
+    "{%- if not enable_thinking -%}{{- '<|channel>thought\\n<channel|>' -}}{%- endif -%}{%- endif -%}";
+
+// Gemma's tokenizer.json layout (Gemma 3's file, which Gemma 4's follows):
+// normalizer Replace " " -> "▁" (no prefix), pre-tokenizer Split on " "
+// (MergedWithPrevious), BPE with byte fallback and merges as pairs, decoder
+// Replace "▁" -> " ", ByteFallback, Fuse (no Strip). Ids: Gemma 4's control
+// tokens (kGemma4ControlTokens) up to 108, <0x00>..<0xFF>, then the learned
+// tokens. No bos from the post-processor: Gemma 4's tokenizer has
+// add_bos_token false, its chat template writes <bos>.
+SyntheticTokenizer build_gemma4_tokenizer(const SyntheticTokenizerOptions& options) {
+  std::vector<std::string> unused;
+  std::vector<QwenAddedToken> first;
+  const int32_t last = kGemma4ControlTokens[std::size(kGemma4ControlTokens) - 1].first;
+  unused.reserve(static_cast<size_t>(last) + 1);
+  for (int32_t id = 0, k = 0; id <= last; ++id) {
+    const auto* named = std::find_if(std::begin(kGemma4ControlTokens), std::end(kGemma4ControlTokens),
+                                     [&](const auto& t) { return t.first == id; });
+    if (named != std::end(kGemma4ControlTokens)) {
+      first.push_back(named->second);
+    } else {
+      unused.push_back(fmt::format("<unused{}>", k++));
+      first.push_back({unused.back(), false});
+    }
+  }
+  SpmVocabulary v = spm_vocabulary(options, first, /*merges_as_pairs=*/true, "Gemma");
+  const int32_t size = v.size;
+  ordered_json tokenizer = {
+      {"version", "1.0"},
+      {"truncation", nullptr},
+      {"padding", nullptr},
+      {"added_tokens", v.added},
+      {"normalizer", {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", "\u2581"}}},
+      {"pre_tokenizer",
+       {{"type", "Split"}, {"pattern", {{"String", " "}}}, {"behavior", "MergedWithPrevious"}, {"invert", false}}},
+      {"post_processor",
+       {{"type", "TemplateProcessing"},
+        {"single", ordered_json::array({{{"Sequence", {{"id", "A"}, {"type_id", 0}}}}})},
+        {"pair", ordered_json::array({{{"Sequence", {{"id", "A"}, {"type_id", 0}}}},
+                                      {{"Sequence", {{"id", "B"}, {"type_id", 1}}}}})},
+        {"special_tokens", ordered_json::object()}}},
+      {"decoder", {{"type", "Sequence"}, {"decoders", spm_decoders()}}},
+      {"model", spm_model(v)},
+  };
+  ordered_json config = {
+      {"add_bos_token", false},
+      {"add_eos_token", false},
+      {"added_tokens_decoder", v.added_decoder},
+      {"bos_token", "<bos>"},
+      {"chat_template", kGemma4ChatTemplate},
+      {"clean_up_tokenization_spaces", false},
+      {"eos_token", "<eos>"},
+      {"model_max_length", options.model_max_length},
+      {"pad_token", "<pad>"},
+      {"padding_side", "left"},
+      {"spaces_between_special_tokens", false},
+      {"tokenizer_class", "GemmaTokenizer"},
+      {"unk_token", "<unk>"},
+  };
+  SyntheticTokenizer out;
+  out.tokenizer_json = tokenizer.dump(2) + "\n";
+  out.tokenizer_config_json = config.dump(2) + "\n";
+  out.vocab_size = size;
+  out.eos_id = 1;  // <eos>
+  out.pad_id = 0;  // <pad>
+  return out;
+}
 }  // namespace
 
 SyntheticTokenizer build_synthetic_tokenizer(const SyntheticTokenizerOptions& options) {
   if (options.specials == SyntheticSpecials::Mistral) return build_mistral_tokenizer(options);
+  if (options.specials == SyntheticSpecials::Gemma4) return build_gemma4_tokenizer(options);
   if (options.specials == SyntheticSpecials::DeepseekV3) return build_deepseek_v3_tokenizer(options);
   if (options.specials == SyntheticSpecials::Glm45) return build_glm45_tokenizer(options);
   const bool harmony = options.specials == SyntheticSpecials::Harmony;

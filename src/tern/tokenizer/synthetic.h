@@ -79,6 +79,16 @@ enum class SyntheticSpecials {
   // template writes [gMASK]<sop> itself), padding_side left, its chat
   // template (glm45_chat_template.h). Sources: synthetic.cpp.
   Glm45,
+  // Gemma 4 (gemma-4-26B-A4B): Gemma's SentencePiece-style layout (Gemma 3's
+  // file: Replace " " -> "▁" without a prefix, Split on " ", BPE with byte
+  // fallback, merges as pairs, decoder without Strip); the release's control
+  // tokens at their ids (<pad> 0, <eos> 1, <bos> 2, <unk> 3, <mask> 4, the
+  // tool tokens 46-52, <|think|> 98, <|channel>/<channel|> 100/101,
+  // <|turn>/<turn|> 105/106, "\n" 107, "\n\n" 108; <unusedN> between), then
+  // <0x00>..<0xFF> and the learned tokens. tokenizer_config.json:
+  // add_bos_token false, bos <bos>, eos <eos>, pad <pad>, a chat template with
+  // the release's turn structure. Sources: synthetic.cpp.
+  Gemma4,
 };
 
 struct SyntheticTokenizerOptions {
@@ -96,10 +106,10 @@ struct SyntheticTokenizer {
   std::string tokenizer_config_json;  // tokenizer_config.json text (chat template, eos/pad)
   int32_t vocab_size = 0;             // max id + 1, including added tokens
   // <|im_end|> (Harmony: <|return|>, Mistral: </s>, Olmoe: <|endoftext|>, DeepseekV3: <｜end▁of▁sentence｜> = 1,
-  // Glm45: <|endoftext|>)
+  // Glm45: <|endoftext|>, Gemma4: <eos> = 1)
   int32_t eos_id = -1;
   // <|endoftext|> (Mistral: -1, it has no pad token; Olmoe: <|padding|>; DeepseekV3: its pad_token, the eos, 1;
-  // Glm45: <|endoftext|>, its eos)
+  // Glm45: <|endoftext|>, its eos; Gemma4: <pad> = 0)
   int32_t pad_id = -1;
 };
 
