@@ -1,5 +1,6 @@
 """End to end: tern synth -> install -> verify -> info, and bad input."""
 import json
+from pathlib import Path
 import os
 import unittest
 
@@ -40,7 +41,13 @@ class ContainerCli(TernTestCase):
         # gemma4 tiny: layers s, s, f, s, f (the last forced full); full layers have their own head_dim
         # (32), one kv head and values = keys; the towers' tensors are left out of the install.
         run("synth", "--arch", "gemma4", "--preset", "tiny", "-o", self.path("g4-hf"), "-q")
-        run("install", self.path("g4-hf"), "-o", self.path("g4.tern"), "-q")
+        p = run("install", self.path("g4-hf"), "-o", self.path("g4.tern"))
+        self.assertRegex(p.stderr, r"not reading \d+ tensors \(.*\) outside 'model.language_model.' "
+                                   r"\(the vision and audio towers\)")
+        manifest = json.loads((Path(self.path("g4.tern")) / "manifest.json").read_text())
+        names = [t["name"] for t in manifest["trunk"]["tensors"]]
+        self.assertEqual([n for n in names if "vision" in n], [])
+        self.assertEqual(manifest["source"]["ignored_tensors"], 2)  # the synthetic tower's two tensors
         self.assertEqual(run("verify", self.path("g4.tern")).returncode, 0)
         info = json.loads(run("info", self.path("g4.tern"), "--json").stdout)
         self.assertEqual(info["architecture"], "gemma4")

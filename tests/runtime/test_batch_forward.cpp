@@ -112,7 +112,7 @@ TEST_P(BatchForward, SteppingBackToACheckpointGivesAFreshSessionsLogits) {
   EXPECT_EQ(s.logits(), fresh_early.logits());
 }
 
-// Checkpoints are bounded in bytes (Gemma 4 26B-A4B's rings are 420 MiB a
+// Checkpoints are bounded in bytes (Gemma 4 26B-A4B's rings are 400 MiB a
 // copy): under a limit smaller than one copy only the newest is kept, so a
 // turn diverging between the two steps back to nothing and starts over, where
 // the default limit keeps both and steps back to the older one. Either way the

@@ -133,21 +133,7 @@ void parse_gemma4_text(const ConfigReader& r, ModelConfig& cfg) {
 
   // Layer types: as given, else transformers' rule (every 6th layer full);
   // the last layer is always full attention, as transformers forces it.
-  cfg.sliding_layers.assign(static_cast<size_t>(cfg.num_layers), false);
-  if (r.has("layer_types")) {
-    const std::vector<std::string> types = r.get_string_list("layer_types");
-    if (static_cast<int64_t>(types.size()) != cfg.num_layers)
-      r.invalid("layer_types",
-                fmt::format("has {} entries but num_hidden_layers is {}", types.size(), cfg.num_layers));
-    for (size_t l = 0; l < types.size(); ++l) {
-      if (types[l] != kSliding && types[l] != kFull)
-        r.invalid("layer_types", fmt::format("entry {} is {}; expected \"{}\" or \"{}\"", l, json_excerpt(types[l]),
-                                             kSliding, kFull));
-      cfg.sliding_layers[l] = types[l] == kSliding;
-    }
-  } else {
-    for (int64_t l = 0; l < cfg.num_layers; ++l) cfg.sliding_layers[static_cast<size_t>(l)] = (l + 1) % 6 != 0;
-  }
+  read_sliding_layer_types(r, cfg, [](int64_t l) { return (l + 1) % 6 != 0; });
   cfg.sliding_layers.back() = false;
   cfg.sliding_window = r.get_int("sliding_window", 512);
   r.require_range("sliding_window", cfg.sliding_window, 1, lim::kMaxPositions);

@@ -31,8 +31,6 @@ constexpr std::string_view kVocab = "vocab_size", kHidden = "hidden_size", kHead
                            kFfn2 = "2 x intermediate_size", kHidden32 = "hidden_size / 32",
                            kFfn32 = "intermediate_size / 32", kBlock = "16 (bytes per MXFP4 block)";
 
-constexpr std::string_view kSliding = "sliding_attention", kFull = "full_attention";
-
 // Defaults of transformers' GptOssConfig, where config.json may omit a field.
 constexpr int64_t kDefaultSlidingWindow = 128;
 constexpr int64_t kDefaultTopK = 4;
@@ -119,20 +117,7 @@ void parse_gpt_oss(const ConfigReader& r, ModelConfig& cfg) {
 
   // Sliding window: layer_types as given, else as transformers' GptOssConfig
   // (layer 0 slides, then every other layer).
-  cfg.sliding_layers.assign(static_cast<size_t>(cfg.num_layers), false);
-  if (r.has("layer_types")) {
-    const std::vector<std::string> types = r.get_string_list("layer_types");
-    if (static_cast<int64_t>(types.size()) != cfg.num_layers)
-      r.invalid("layer_types", fmt::format("has {} entries but num_hidden_layers is {}", types.size(), cfg.num_layers));
-    for (size_t l = 0; l < types.size(); ++l) {
-      if (types[l] != kSliding && types[l] != kFull)
-        r.invalid("layer_types", fmt::format("entry {} is {}; expected \"{}\" or \"{}\"", l, json_excerpt(types[l]),
-                                             kSliding, kFull));
-      cfg.sliding_layers[l] = types[l] == kSliding;
-    }
-  } else {
-    for (size_t l = 0; l < cfg.sliding_layers.size(); ++l) cfg.sliding_layers[l] = l % 2 == 0;
-  }
+  read_sliding_layer_types(r, cfg, [](int64_t l) { return l % 2 == 0; });
   const bool any_sliding = std::find(cfg.sliding_layers.begin(), cfg.sliding_layers.end(), true) != cfg.sliding_layers.end();
   const bool window_null = r.raw().contains("sliding_window") && r.raw()["sliding_window"].is_null();
   if (window_null) {

@@ -133,6 +133,24 @@ RopeScalingConfig read_rope_scaling(const ConfigReader& r) {
 
 }  // namespace
 
+void read_sliding_layer_types(const ConfigReader& r, ModelConfig& cfg, bool (*default_sliding)(int64_t layer)) {
+  constexpr std::string_view kSliding = "sliding_attention", kFull = "full_attention";
+  cfg.sliding_layers.assign(static_cast<size_t>(cfg.num_layers), false);
+  if (!r.has("layer_types")) {
+    for (int64_t l = 0; l < cfg.num_layers; ++l) cfg.sliding_layers[static_cast<size_t>(l)] = default_sliding(l);
+    return;
+  }
+  const std::vector<std::string> types = r.get_string_list("layer_types");
+  if (static_cast<int64_t>(types.size()) != cfg.num_layers)
+    r.invalid("layer_types", fmt::format("has {} entries but num_hidden_layers is {}", types.size(), cfg.num_layers));
+  for (size_t l = 0; l < types.size(); ++l) {
+    if (types[l] != kSliding && types[l] != kFull)
+      r.invalid("layer_types",
+                fmt::format("entry {} is {}; expected \"{}\" or \"{}\"", l, json_excerpt(types[l]), kSliding, kFull));
+    cfg.sliding_layers[l] = types[l] == kSliding;
+  }
+}
+
 void read_decoder_fields(const ConfigReader& r, ModelConfig& cfg) {
   namespace lim = config_limits;
   cfg.vocab_size = r.get_int("vocab_size");

@@ -57,6 +57,10 @@ void read_weight_quantization(const ConfigReader& r, ModelConfig& cfg);
 // defaults (transformers' config class for it), validated.
 void read_norm_rope_fields(const ConfigReader& r, ModelConfig& cfg, double rms_norm_eps, double rope_theta,
                            int64_t max_position_embeddings);
+// cfg.sliding_layers from layer_types ("sliding_attention" |
+// "full_attention", one per layer), or where a config has none from the
+// family's rule: `default_sliding(layer)`.
+void read_sliding_layer_types(const ConfigReader& r, ModelConfig& cfg, bool (*default_sliding)(int64_t layer));
 // A family that runs plain RoPE and SwiGLU: a "default" rope_scaling is
 // dropped, any other is refused, and hidden_act must be silu (errors name
 // `family`).

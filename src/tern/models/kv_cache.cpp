@@ -61,7 +61,7 @@ void KVCache::clear_states() { std::fill(s_.begin(), s_.end(), 0.0f); }
 KVCache::RingSnapshot KVCache::snapshot_rings(int64_t position) const {
   RingSnapshot s;
   s.position = position;
-  const auto ring = static_cast<size_t>(total_ring_floats());  // reserved: no doubling on the way (420 MiB for Gemma 4)
+  const auto ring = static_cast<size_t>(total_ring_floats());  // reserved: no doubling on the way (400 MiB for Gemma 4)
   s.k.reserve(ring);
   if (!values_alias_keys_) s.v.reserve(ring);
   for (int64_t layer = 0; layer < layers(); ++layer) {

@@ -165,7 +165,7 @@ class Session {
   // are kept (a few MiB each for gpt-oss), fewer when together they would
   // pass the byte limit: older ones are dropped first, before the new copy
   // is made, so checkpoints hold at most max(limit, one checkpoint)
-  // (Gemma 4 26B-A4B: one of 420 MiB).
+  // (Gemma 4 26B-A4B: one of 400 MiB).
   void checkpoint();
   static constexpr size_t kMaxCheckpoints = 4;
   static constexpr uint64_t kCheckpointBytes = 256ull << 20;  // the default limit
@@ -225,7 +225,7 @@ struct GenerateOptions {
   // Remember the sliding-window rings after the prompt (Session::checkpoint)
   // so a later turn that re-renders the conversation can step back to it.
   // A chat turn wants it; a one-shot generation does not (a checkpoint of
-  // Gemma 4 26B-A4B's rings is 420 MiB).
+  // Gemma 4 26B-A4B's rings is 400 MiB).
   bool checkpoint_prompt = false;
 };
 
