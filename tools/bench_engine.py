@@ -25,9 +25,10 @@ table for docs/RESULTS.md with the medians over rounds:
 
   /usr/bin/python3 tools/bench_engine.py MODEL.tern [--ram 1536M] [--cap 3G]
       [--tokens 64] [--prompt-tokens 64] [--runs 3] [--threads N]
-      [--variant NAME='--flag value ...' ...] [--paths avx2,avx512]
+      [--variant NAME='[KEY=VALUE ...] --flag value ...' ...] [--paths avx2,avx512]
 
 Without --variant the single variant "default" runs the engine's defaults.
+A variant's leading KEY=VALUE words set its environment.
 --paths A/B-tests kernel paths (TERN_KERNELS) as variants.
 Numbers are measured, never asserted in tests.
 """
@@ -205,7 +206,11 @@ def bench(a):
     variants = []  # (name, extra flags, env)
     for v in a.variant:
         name, _, flags = v.partition("=")
-        variants.append((name, shlex.split(flags), {}))
+        words, env = shlex.split(flags), {}
+        while words and "=" in words[0] and words[0].split("=")[0].isupper():  # leading KEY=VALUE: environment
+            key, _, value = words.pop(0).partition("=")
+            env[key] = value
+        variants.append((name, words, env))
     if a.paths:
         for p in a.paths.split(","):
             variants.append((p, [], {"TERN_KERNELS": p}))

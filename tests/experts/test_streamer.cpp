@@ -199,6 +199,60 @@ TEST_F(StreamerTest, APredictionDoesNotEvictAnotherNotYetDemanded) {
   EXPECT_TRUE(cache.contains(0, 7));
 }
 
+TEST_F(StreamerTest, AWastedPredictionClassIsThrottledAndOthersAreNot) {
+  ExpertStore store(*model);
+  ExpertCache cache(store, stride());  // one record: every prefetch is evicted by the next demand
+  uint64_t reads = 0;
+  const auto landed = [&] {
+    for (int i = 0; i < 10000 && cache.stats().bytes_read < reads * stride(); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    ASSERT_EQ(cache.stats().bytes_read, reads * stride());
+  };
+  const int low = ExpertCache::prediction_rank(0, 7), first = ExpertCache::prediction_rank(0, 0);
+  EXPECT_NE(low, first);
+  EXPECT_EQ(ExpertCache::prediction_rank(9, 99), ExpertCache::kRankClasses - 1);  // clamped
+  EXPECT_THROW(cache.prefetch(layer(0), 5, ExpertCache::kRankClasses), Error);
+  // The router's 8th pick is never used: its prefetches are wasted until the class is throttled.
+  int made = 0;
+  for (int i = 0; i < 40; ++i) {
+    if (!cache.prefetch(layer(0), 5, low)) {
+      cache.acquire(layer(0), 0);  // still resident: a hit
+      continue;
+    }
+    ++made;
+    ++reads;
+    landed();
+    cache.acquire(layer(0), 0);  // evicts the unused prediction
+    ++reads;
+    landed();
+  }
+  EXPECT_LT(cache.prefetch_accuracy(low), ExpertCache::kMinPrefetchAccuracy);
+  EXPECT_LT(made, 40);
+  const ExpertCacheStats s = cache.stats();
+  EXPECT_EQ(s.prefetches + s.prefetches_skipped, 40u);
+  EXPECT_EQ(s.prefetch_wasted_bytes, s.prefetches * stride());
+  // Throttled, one prediction of the class in kProbeEvery is still read (the
+  // routing may turn predictable); the router's first pick is not throttled.
+  int probes = 0;
+  for (int i = 0; i < ExpertCache::kProbeEvery; ++i) {
+    if (cache.prefetch(layer(0), 5, low)) {
+      ++probes;
+      ++reads;
+      landed();
+      cache.acquire(layer(0), 0);
+      ++reads;
+      landed();
+    }
+  }
+  EXPECT_EQ(probes, 1);
+  EXPECT_DOUBLE_EQ(cache.prefetch_accuracy(first), 1.0);
+  EXPECT_TRUE(cache.prefetch(layer(0), 5, first));
+  ++reads;
+  landed();
+  cache.acquire(layer(0), 5);  // used: the class stays trusted
+  EXPECT_DOUBLE_EQ(cache.prefetch_accuracy(first), 1.0);
+}
+
 TEST_F(StreamerTest, LfuEvictsTheLeastDemanded) {
   ExpertStore store(*model);
   ExpertCache cache(store, 2 * stride(), CachePolicy::Lfu);

@@ -56,7 +56,15 @@ void ExpertCache::Handle::release() {
 }
 
 ExpertCache::ExpertCache(ExpertStore& store, uint64_t budget_bytes, CachePolicy policy)
-    : store_(store), budget_(budget_bytes), policy_(policy) {}
+    : store_(store), budget_(budget_bytes), policy_(policy) {
+  accuracy_.fill(1.0);
+}
+
+int ExpertCache::prediction_rank(int distance, int64_t position) {
+  constexpr int kPositions = kRankClasses / 4;
+  const int d = std::clamp(distance, 0, kRankClasses / kPositions - 1);
+  return d * kPositions + static_cast<int>(std::clamp<int64_t>(position, 0, kPositions - 1));
+}
 
 ExpertCache::~ExpertCache() {
   std::unique_lock lock(mu_);
@@ -95,7 +103,7 @@ void ExpertCache::erase(std::unordered_map<uint64_t, Entry>::iterator it) {
   used_ -= e.bytes;
   if (e.prefetched) {
     stats_.prefetch_wasted_bytes += e.bytes;
-    resolve_prefetch(false);
+    resolve_prefetch(e.prefetch_rank, false);
   }
   lru_.erase(e.lru);
   entries_.erase(it);
@@ -153,13 +161,14 @@ ExpertCache::Entry& ExpertCache::insert(const ExpertLayer& layer, int64_t expert
   return e;
 }
 
-void ExpertCache::resolve_prefetch(bool used) {
-  accuracy_ = 0.97 * accuracy_ + (used ? 0.03 : 0.0);
+void ExpertCache::resolve_prefetch(int rank, bool used) {
+  double& a = accuracy_[static_cast<size_t>(rank)];
+  a = 0.97 * a + (used ? 0.03 : 0.0);
 }
 
-double ExpertCache::prefetch_accuracy() const {
+double ExpertCache::prefetch_accuracy(int rank) const {
   std::lock_guard lock(mu_);
-  return accuracy_;
+  return accuracy_.at(static_cast<size_t>(rank));
 }
 
 void ExpertCache::start_read(const ExpertLayer& layer, int64_t expert, Entry& e, bool urgent) {
@@ -207,7 +216,7 @@ ExpertCache::Handle ExpertCache::request(const ExpertLayer& layer, int64_t exper
         e.prefetched = false;
         ++stats_.prefetch_hits;
         stats_.prefetch_useful_bytes += e.bytes;
-        resolve_prefetch(true);
+        resolve_prefetch(e.prefetch_rank, true);
       }
       touch(e);
       ++e.pins;
@@ -269,12 +278,14 @@ ExpertCache::Handle ExpertCache::acquire(const ExpertLayer& layer, int64_t exper
   return h;
 }
 
-bool ExpertCache::prefetch(const ExpertLayer& layer, int64_t expert) {
+bool ExpertCache::prefetch(const ExpertLayer& layer, int64_t expert, int rank) {
   if (expert < 0 || expert >= layer.num_experts) return false;
+  if (rank < 0 || rank >= kRankClasses) fail("prefetch rank {} is outside 0..{}", rank, kRankClasses - 1);
   const uint64_t k = key(layer.layer, expert);
   std::unique_lock lock(mu_);
   if (entries_.count(k)) return false;
-  if (accuracy_ < kMinPrefetchAccuracy && ++prefetch_calls_ % kProbeEvery != 0) {
+  const auto r = static_cast<size_t>(rank);
+  if (accuracy_[r] < kMinPrefetchAccuracy && ++prefetch_calls_[r] % kProbeEvery != 0) {
     ++stats_.prefetches_skipped;
     return false;
   }
@@ -282,6 +293,7 @@ bool ExpertCache::prefetch(const ExpertLayer& layer, int64_t expert) {
   if (!make_room(layer.stride, true, reuse)) return false;
   Entry& e = insert(layer, expert, std::move(reuse));
   e.prefetched = true;
+  e.prefetch_rank = static_cast<int8_t>(rank);
   // It enters the LRU list at the cold end and moves to the front when
   // demanded (touch), so an unused prediction goes before records the next
   // tokens would hit (other predictions spare it: evictable). Entering at the

@@ -17,6 +17,7 @@
 //              coming layers (set_protected) are kept while others can go.
 // Placement never changes results: a record's bytes are the same whether
 // cached, prefetched or re-read.
+#include <array>
 #include <condition_variable>
 #include <cstdint>
 #include <list>
@@ -96,16 +97,22 @@ class ExpertCache {
 
   // Starts reading a predicted expert if it is absent and fits without
   // evicting an expert in use, loading or protected. Never blocks. Its read
-  // queues behind demand reads. While recent prefetches were mostly wasted
-  // (evicted unused: the routing is not predictable, as with random
-  // weights), only one prefetch in kProbeEvery is made, so wrong predictions
-  // cost little and a predictable stretch turns prefetching back on.
-  bool prefetch(const ExpertLayer& layer, int64_t expert);
+  // queues behind demand reads. `rank` classes the prediction (prediction_rank:
+  // how far ahead, how high the router put it); while recent prefetches of
+  // that class were mostly wasted (evicted unused: the router's lower picks
+  // for a far layer, or routing that is not predictable, as with random
+  // weights), only one of its prefetches in kProbeEvery is made, so wrong
+  // predictions cost little and a predictable stretch turns them back on.
+  bool prefetch(const ExpertLayer& layer, int64_t expert, int rank = 0);
+  // The class of a prediction `distance` MoE layers ahead (0: the next one)
+  // at position `position` of the router's ranking (0: its first choice).
+  static int prediction_rank(int distance, int64_t position);
+  static constexpr int kRankClasses = 64;
   // Starts reading an expert to have it resident (--preload); not a prediction.
   void warm(const ExpertLayer& layer, int64_t expert);
   static constexpr double kMinPrefetchAccuracy = 0.5;
   static constexpr int kProbeEvery = 8;
-  double prefetch_accuracy() const;
+  double prefetch_accuracy(int rank = 0) const;
   // The lookahead policy keeps these (keys of key()) until the next call.
   void set_protected(const std::vector<uint64_t>& keys);
   void add_protected(const std::vector<uint64_t>& keys);
@@ -138,6 +145,7 @@ class ExpertCache {
     int pins = 0;
     bool hot = false;         // --pin-hot: never evicted
     bool prefetched = false;  // brought by a prefetch, not yet demanded
+    int8_t prefetch_rank = 0;  // its prediction's class (prediction_rank)
     bool urgent = false;      // its read was queued as a demand (or promoted to one)
     uint64_t last_use = 0;
     std::list<uint64_t>::iterator lru;
@@ -151,7 +159,7 @@ class ExpertCache {
   bool make_room(uint64_t bytes, bool spare_protected, RecordBuffer& reuse);
   Entry& insert(const ExpertLayer& layer, int64_t expert, RecordBuffer buffer);  // Loading, under mu_
   void start_read(const ExpertLayer& layer, int64_t expert, Entry& e, bool urgent);
-  void resolve_prefetch(bool used);
+  void resolve_prefetch(int rank, bool used);
   void erase(std::unordered_map<uint64_t, Entry>::iterator it);
 
   ExpertStore& store_;
@@ -166,8 +174,10 @@ class ExpertCache {
   std::unordered_set<uint64_t> protected_;
   uint64_t used_ = 0, hot_ = 0, tick_ = 0;
   int loading_ = 0;
-  double accuracy_ = 1.0;  // EWMA of resolved prefetches that were used
-  uint64_t prefetch_calls_ = 0;
+  // Per prediction class: EWMA of its resolved prefetches that were used,
+  // and how many of its prefetches were considered.
+  std::array<double, kRankClasses> accuracy_;
+  std::array<uint64_t, kRankClasses> prefetch_calls_{};
   double busy_since_ = 0;
   ExpertCacheStats stats_;
 };

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <tuple>
 
 #include "tern/core/error.h"
 #include "tern/kernels/matvec.h"
@@ -158,9 +159,12 @@ namespace {
 void prefetch_ahead(const Lookahead& la, const MoeLayerRef* current, const std::vector<int32_t>& needed, int64_t n,
                     int64_t hidden, ExpertCache& cache, Scratch& scratch, ThreadPool* pool) {
   std::vector<uint64_t> keep;
-  std::vector<std::pair<const ExpertLayer*, int32_t>> wanted;
+  // (class, layer, expert): each predicted expert once, at its best class
+  // (prediction_rank: nearer layers and the router's higher picks first).
+  std::map<std::pair<const ExpertLayer*, int32_t>, int> wanted;
   for (int32_t e : needed) keep.push_back(ExpertCache::key(current->experts->layer, e));
   float* xn = scratch.get(kNormed, n * hidden);
+  int distance = 0;
   for (const MoeLayerRef* next : la.next) {
     const RouterConfig& rc = next->routing;
     for (int64_t t = 0; t < n; ++t) rmsnorm(la.residual + t * hidden, next->input_norm, hidden, la.norm_eps, xn + t * hidden);
@@ -179,14 +183,23 @@ void prefetch_ahead(const Lookahead& la, const MoeLayerRef* current, const std::
       la.predictions->experts[layer] = predicted.experts;  // the latest prediction is scored
       la.predictions->width[layer] = wide.top_k;
     }
-    for (int32_t e : predicted.experts) {
+    for (size_t i = 0; i < predicted.experts.size(); ++i) {
+      const int32_t e = predicted.experts[i];
       keep.push_back(ExpertCache::key(next->experts->layer, e));
-      wanted.push_back({next->experts, e});
+      const int rank = ExpertCache::prediction_rank(distance, static_cast<int64_t>(i) % wide.top_k);
+      auto [it, added] = wanted.try_emplace({next->experts, e}, rank);
+      if (!added) it->second = std::min(it->second, rank);
     }
+    ++distance;
   }
   if (current) cache.set_protected(keep);
   else cache.add_protected(keep);
-  for (const auto& [layer, e] : wanted) cache.prefetch(*layer, e);
+  std::vector<std::tuple<int, int64_t, int32_t, const ExpertLayer*>> order;
+  for (const auto& [le, rank] : wanted) order.emplace_back(rank, le.first->layer, le.second, le.first);
+  std::sort(order.begin(), order.end(), [](const auto& a, const auto& b) {
+    return std::tie(std::get<0>(a), std::get<1>(a), std::get<2>(a)) < std::tie(std::get<0>(b), std::get<1>(b), std::get<2>(b));
+  });
+  for (const auto& [rank, l, e, layer] : order) cache.prefetch(*layer, e, rank);
 }
 
 }  // namespace
