@@ -15,7 +15,7 @@ measured, never asserted in tests.
 
   /usr/bin/python3 tools/bench_peer.py MODEL.tern PEER.gguf --peer PATH/llamacpp_decode
       [--caps none,model/2,model/4] [--prompt-tokens 64] [--tokens 24] [--runs 2]
-      [--peer-flags '--no-repack'] [--threads N]
+      [--peer-flags '--no-repack'] [--tern-flags '--prefetch 0'] [--threads N]
 """
 import argparse
 import json
@@ -52,6 +52,7 @@ def main():
     ap.add_argument("gguf")
     ap.add_argument("--peer", required=True, help="the llamacpp_decode binary")
     ap.add_argument("--peer-flags", default="", help="extra flags for the peer, e.g. '--no-repack'")
+    ap.add_argument("--tern-flags", default="", help="extra flags for tern generate, e.g. '--prefetch 0'")
     ap.add_argument("--caps", default="none,model/2,model/4")
     ap.add_argument("--prompt-tokens", type=int, default=64)
     ap.add_argument("--tokens", type=int, default=24)
@@ -67,7 +68,7 @@ def main():
     model_bytes = os.path.getsize(a.gguf)
     prompt = ",".join(str((11 + 97 * i) % vocab) for i in range(a.prompt_tokens))
     tern_cmd = [a.tern, "generate", a.model, "--tokens", prompt, "-n", str(a.tokens), "--ignore-eos", "--json",
-                "--greedy", "--no-usage", "--threads", str(a.threads), "--ram", "auto"]
+                "--greedy", "--no-usage", "--threads", str(a.threads), "--ram", "auto", *shlex.split(a.tern_flags)]
     peer_cmd = [a.peer, a.gguf, prompt, str(a.tokens), "--threads", str(a.threads), *shlex.split(a.peer_flags)]
 
     print(f"model {a.model} / {a.gguf} ({model_bytes / be.GIB:.2f} GiB); prompt {a.prompt_tokens}, decode {a.tokens} "
