@@ -36,6 +36,7 @@ import argparse
 import json
 import os
 import shlex
+import statistics
 import subprocess
 import sys
 import time
@@ -247,8 +248,7 @@ def bench(a):
         os.rmdir(cg)
 
     def med(values):
-        v = sorted(values)
-        return v[len(v) // 2]
+        return statistics.median(values)  # of an even count: the mean of the middle two
 
     def decode_bytes_per_token(s):
         dec = s["steps"][1:]

@@ -35,6 +35,7 @@ import glob
 import mmap
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -155,8 +156,7 @@ def bench(a, files):
         shutil.rmtree(target, ignore_errors=True)
 
     def med(v):
-        v = sorted(v)
-        return v[len(v) // 2]
+        return statistics.median(v)  # of an even count: the mean of the middle two
 
     print(f"checkpoint: {a.hf}, {size / MIB:.0f} MiB in {len(files)} file(s); output on {out_dir}; "
           f"threads {a.threads or os.cpu_count()}; {' '.join(a.env)}; "
