@@ -17,6 +17,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "support/expect_error.h"
+#include "support/tokenizers.h"
 #include "tern/core/error.h"
 #include "tern/runtime/chat_format.h"
 #include "tern/runtime/deepseek_chat.h"
@@ -597,15 +599,8 @@ TEST(DeepseekV3Format, ChosenForDeepseekV3) {
   EXPECT_EQ(format->name(), "deepseek-v3");
   EXPECT_EQ(format->stop_tokens(), (std::vector<int32_t>{ds_id("<｜end▁of▁sentence｜>"), 5}));
   // The tokenizer must have the format's structural tokens.
-  nlohmann::json plain = nlohmann::json::parse(build_synthetic_tokenizer().tokenizer_json);
-  plain["added_tokens"] = nlohmann::json::array();
-  const Tokenizer none = Tokenizer::from_json_text(plain.dump());
-  try {
-    make_chat_format("deepseek_v3", none, {});
-    FAIL() << "expected an error";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("<｜begin▁of▁sentence｜>"), std::string::npos) << e.what();
-  }
+  testing::expect_error([] { make_chat_format("deepseek_v3", testing::tokenizer_without_added_tokens(), {}); },
+                        {"<｜begin▁of▁sentence｜>"});
 }
 
 }  // namespace deepseek_chat_test

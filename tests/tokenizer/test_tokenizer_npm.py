@@ -249,6 +249,14 @@ class TokenizerAgainstReferences(unittest.TestCase):
         detail = "\n".join(f"  {s!r}\n    tern: {a}\n    ref:  {b}" for s, a, b in mismatches[:5])
         self.assertEqual(len(mismatches), 0, f"{label}: {len(mismatches)}/{len(strings)} strings differ:\n{detail}")
 
+    def synth_tiny(self, arch, d):
+        """`tern synth --arch ARCH --preset tiny` into d; its tokenizer.json and tokenizer_config.json."""
+        r = subprocess.run([TERN, "synth", "--arch", arch, "--preset", "tiny", "-o", d, "--force"],
+                           capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return (json.loads((Path(d) / "tokenizer.json").read_text(encoding="utf-8")),
+                json.loads((Path(d) / "tokenizer_config.json").read_text(encoding="utf-8")))
+
     def check_tokenizer(self, name, model_dir, extra_strings=(), bos=None, round_trips=lambda s: True,
                         compared=lambda s: True):
         """Same ids as the JS implementation, and decode(encode(s)) == s for the strings
@@ -410,12 +418,8 @@ class TokenizerAgainstReferences(unittest.TestCase):
 
     def test_synthetic_mistral_tokenizer_matches_js_implementation(self):
         with tempfile.TemporaryDirectory() as d:
-            r = subprocess.run([TERN, "synth", "--arch", "mixtral", "--preset", "tiny", "-o", d, "--force"],
-                               capture_output=True, text=True)
-            self.assertEqual(r.returncode, 0, r.stderr)
-            tok = json.loads((Path(d) / "tokenizer.json").read_text(encoding="utf-8"))
+            tok, config = self.synth_tiny("mixtral", d)
             self.assertTrue(tok["model"].get("byte_fallback"))
-            config = json.loads((Path(d) / "tokenizer_config.json").read_text(encoding="utf-8"))
             self.assertEqual((config["bos_token"], config["eos_token"], config["tokenizer_class"]),
                              ("<s>", "</s>", "LlamaTokenizer"))
             self.assertIn("[INST]", config["chat_template"])
@@ -428,16 +432,12 @@ class TokenizerAgainstReferences(unittest.TestCase):
 
     def test_synthetic_gemma4_tokenizer_matches_js_implementation_and_the_gemma_layout(self):
         with tempfile.TemporaryDirectory() as d:
-            r = subprocess.run([TERN, "synth", "--arch", "gemma4", "--preset", "tiny", "-o", d, "--force"],
-                               capture_output=True, text=True)
-            self.assertEqual(r.returncode, 0, r.stderr)
-            tok = json.loads((Path(d) / "tokenizer.json").read_text(encoding="utf-8"))
+            tok, config = self.synth_tiny("gemma4", d)
             real = json.loads((GEMMA3 / "tokenizer.json").read_text(encoding="utf-8"))
             for part in ("normalizer", "pre_tokenizer"):  # Gemma's form, as Gemma 3's real file has it
                 self.assertEqual(tok[part], real[part], part)
             self.assertEqual(tok["decoder"], real["decoder"])
             self.assertEqual(type(tok["model"]["merges"][0]), list)
-            config = json.loads((Path(d) / "tokenizer_config.json").read_text(encoding="utf-8"))
             self.assertEqual((config["bos_token"], config["add_bos_token"], config["tokenizer_class"]),
                              ("<bos>", False, "GemmaTokenizer"))
             ours = self.check_tokenizer("synthetic gemma4", Path(d), SENTENCEPIECE_STRINGS + [
@@ -453,10 +453,7 @@ class TokenizerAgainstReferences(unittest.TestCase):
         for arch, eos, template in (("olmoe", "<|endoftext|>", "<|user|>"),
                                     ("qwen2_moe", "<|im_end|>", "You are a helpful assistant.")):
             with self.subTest(arch=arch), tempfile.TemporaryDirectory() as d:
-                r = subprocess.run([TERN, "synth", "--arch", arch, "--preset", "tiny", "-o", d, "--force"],
-                                   capture_output=True, text=True)
-                self.assertEqual(r.returncode, 0, r.stderr)
-                config = json.loads((Path(d) / "tokenizer_config.json").read_text(encoding="utf-8"))
+                _, config = self.synth_tiny(arch, d)
                 self.assertEqual(config["eos_token"], eos)
                 self.assertIn(template, config["chat_template"])
                 # GPT-2's regex (ByteLevel use_regex) has \s: the Rust crate's Oniguruma
