@@ -282,9 +282,12 @@ def make_qkx2_quants(x, w, nmax, rmin, rdelta, nstep):
 def q4_k_tern_fit(x, w):
     """Tern's Q4_K sub-block search (rows of x, w (S, 32) float32 -> scale, -min, L).
 
-    make_qkx2_quants's search (the same seed, the 21 candidates, the codes of each from the min of
-    the best fit so far, the least-squares refit, min clamped to <= 0, strict improvement) with
-    each fit's error taken from the sums instead of a second pass over the elements, and fused
+    make_qkx2_quants's search (the same seed, its candidates (-1 + 0.1 c) + 15 over the range, the
+    codes of each from the min of the best fit so far, the least-squares refit, min clamped to
+    <= 0, strict improvement) with 14 of the 21 candidates: the even c = 0, 2, ..., 20 in order,
+    then, around the best even one c* (10 if none beat the seed), c*, c* - 1 and c* + 1 clamped
+    to [0, 20]; each fit's error taken from the sums instead of a second pass over the elements,
+    and fused
     multiply-adds (C's fmaf, fma32 here) in the per-element work: for the
     least-squares (scale, min) of codes L, sum(w (scale L + min - x)^2) = sum(w x^2) - gain with
     gain = scale * sum(w x L) + min * sum(w x); for the seed's (s0, m0), which is no
@@ -321,8 +324,11 @@ def q4_k_tern_fit(x, w):
         gain = (two * scale * sum_xl + two * m * sum_x) - (
             scale * scale * sum_l2 + two * scale * m * sum_l + m * m * sum_w)
         best_iscale, code_min, best_gain = iscale, m.copy(), gain
-        for k in range(21):
-            iscale = (F32(-1) + F32(0.1) * F32(k) + F32(15)) / rng
+        best_c = np.full(x.shape[0], 10, np.int64)
+
+        def try_candidate(c):  # c: one candidate index per row
+            nonlocal best_gain, best_iscale, code_min, scale, m, best_c
+            iscale = (F32(-1) + F32(0.1) * c.astype(F32) + F32(15)) / rng
             sum_l, sum_l2, sum_xl = sums(iscale, m)
             D = sum_w * sum_l2 - sum_l * sum_l
             this_scale = (sum_w * sum_xl - sum_x * sum_l) / D
@@ -337,6 +343,13 @@ def q4_k_tern_fit(x, w):
             code_min = np.where(better, m, code_min)
             scale = np.where(better, this_scale, scale)
             m = np.where(better, this_min, m)
+            best_c = np.where(better, c, best_c)
+
+        for k in range(0, 21, 2):
+            try_candidate(np.full(x.shape[0], k, np.int64))
+        centre = best_c.copy()
+        for offset in (0, -1, 1):
+            try_candidate(np.clip(centre + offset, 0, 20))
         L = codes(best_iscale, code_min).astype(np.int64)
     L = np.where(flat[:, None], 0, L)
     scale = np.where(flat, F32(0), scale)

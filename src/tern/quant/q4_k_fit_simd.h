@@ -97,9 +97,12 @@ TERN_Q4K_FIT_TARGET void q4_k_fit_simd(const float* x, float* scales, float* min
                            V::mul(V::mul(m, m), sum_w[b]));
     best_gain[b] = V::sub(plus, minus);
   }
-  for (int c = 0; c < kQ4KNumCandidates; ++c) {
+  // A candidate per lane (its numerator and index c, in float).
+  T best_c[B];
+  for (int b = 0; b < B; ++b) best_c[b] = V::set1(static_cast<float>(kQ4KSeedCandidate));
+  const auto try_candidates = [&](const T* numerator, const T* c_index) TERN_Q4K_FIT_TARGET {
     T iscale[B];
-    for (int b = 0; b < B; ++b) iscale[b] = V::div(V::set1(kQ4KCandidates[c]), range[b]);
+    for (int b = 0; b < B; ++b) iscale[b] = V::div(numerator[b], range[b]);
     q4_k_take_sums<B>(X, W, iscale, min, sum_l, sum_l2, sum_xl);
     for (int b = 0; b < B; ++b) {
       const T D = V::sub(V::mul(sum_w[b], sum_l2[b]), V::mul(sum_l[b], sum_l[b]));
@@ -115,7 +118,29 @@ TERN_Q4K_FIT_TARGET void q4_k_fit_simd(const float* x, float* scales, float* min
       code_min[b] = V::blend(code_min[b], min[b], better);
       scale[b] = V::blend(scale[b], this_scale, better);
       min[b] = V::blend(min[b], this_min, better);
+      best_c[b] = V::blend(best_c[b], c_index[b], better);
     }
+  };
+  for (int c = 0; c < kQ4KNumCandidates; c += kQ4KCoarseStep) {
+    T numerator[B], c_index[B];
+    for (int b = 0; b < B; ++b) {
+      numerator[b] = V::set1(kQ4KCandidates[c]);
+      c_index[b] = V::set1(static_cast<float>(c));
+    }
+    try_candidates(numerator, c_index);
+  }
+  // Around each lane's best even candidate: its numerator (-1 + 0.1 c) + 15,
+  // the same float operations as kQ4KCandidates.
+  T centre[B];
+  for (int b = 0; b < B; ++b) centre[b] = best_c[b];
+  for (const int offset : kQ4KRefineOffsets) {
+    T numerator[B], c_index[B];
+    for (int b = 0; b < B; ++b) {
+      c_index[b] = V::min(V::max(V::add(centre[b], V::set1(static_cast<float>(offset))), zero),
+                          V::set1(static_cast<float>(kQ4KNumCandidates - 1)));
+      numerator[b] = V::add(V::add(V::set1(-1.0f), V::mul(V::set1(0.1f), c_index[b])), V::set1(15.0f));
+    }
+    try_candidates(numerator, c_index);
   }
   // Outputs in super-block order: the chosen fit's scale, -min and, for its
   // codes (q4_k_fit_codes), iscale and bias; a constant sub-block's are 0.

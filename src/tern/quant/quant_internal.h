@@ -72,7 +72,10 @@ inline float load_f16(uint16_t h) {
 
 // Q4_K's scale search (q4_k.cpp fit_scale_min, and its SIMD lanes): the 21
 // candidate numerators (-1 + 0.1 * c) + 15 (ggml's rmin, rdelta, nmax) in
-// float, and the code of v = iscale * (x - min): round half to even via
+// float; the order they are tried in (the even ones c = 0, 2, ..., 20, then
+// c*, c* - 1 and c* + 1, clamped to [0, 20], around the best even one c*,
+// which is 10 when none beats the seed: 14 fits instead of ggml's 21); and the
+// code of v = iscale * (x - min): round half to even via
 // 1.5 * 2^23 (exact below 2^22 in magnitude), then (r > 0 ? r : 0), then
 // (r < 15 ? r : 15), so NaN gives 0: what _mm*_round_ps, max_ps(r, 0) and
 // min_ps(r, 15) give for every input.
@@ -85,6 +88,9 @@ struct Q4KCandidates {
   constexpr float operator[](int c) const { return v[c]; }
 };
 inline constexpr Q4KCandidates kQ4KCandidates{};
+constexpr int kQ4KCoarseStep = 2;
+constexpr int kQ4KSeedCandidate = 10;  // numerator 15: the seed's
+constexpr int kQ4KRefineOffsets[] = {0, -1, 1};
 
 inline float q4_k_code(float v) {
   float r = (v + 12582912.0f) - 12582912.0f;
