@@ -16,11 +16,11 @@
 //    ggml built with contraction (GCC -ffp-contract=fast on an FMA target) can
 //    differ in rare ties.
 //  - Q4_K: ggml's search (make_qkx2_quants with the weights av_x + |x|) with
-//    each candidate fit's error computed from its sums instead of a second
-//    pass over the elements (q4_k.cpp), 2x fewer operations. Rounding then
-//    picks another of two near-equal fits in about half of the blocks, so the
-//    bytes are Tern's own (the NumPy reference has this search and ggml's);
-//    the error equals ggml's within 0.5% (tests/reference/test_gguf_quants.py).
+//    14 of its 21 candidates (the even ones, then the best and its
+//    neighbours) and each candidate fit's error computed from its sums
+//    instead of a second pass over the elements (q4_k.cpp). The bytes are
+//    Tern's own (the NumPy reference has this search and ggml's); the error
+//    equals ggml's within 0.5% (tests/reference/test_gguf_quants.py).
 //  - Where ggml's C is undefined (a block scale whose reciprocal overflows,
 //    amax < ~1e-37; NaN or infinite input), Tern saturates codes instead
 //    (quant_internal.h) and stays deterministic.
