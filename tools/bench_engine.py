@@ -226,9 +226,14 @@ def bench(a):
     runs = {v[0]: [] for v in variants}
     inram, bws = [], []
     trace = os.path.join("/tmp", f"tern-bench-trace-{os.getpid()}.jsonl")
-    for _ in range(a.runs):
+    for r in range(a.runs):
         bws.append(disk_bandwidth(experts_file))
-        for name, flags, env_extra in variants:
+        # Each round starts with the next variant: the run right after the
+        # disk probe measured slower prefill (2026-12-05: 24-26 vs 29-34
+        # tok/s for the same build first and second), so no variant is
+        # always first.
+        k = r % len(variants)
+        for name, flags, env_extra in variants[k:] + variants[:k]:
             evict(experts_file)
             env = dict(os.environ, **env_extra)
             cmd = base + ["--ram", str(ram), "--trace", trace] + flags
@@ -273,6 +278,8 @@ def bench(a):
     print("| --- " * (1 + len(variants)) + "|")
     row("decode tok/s", lambda r: f"{med([s['decode_tokens_per_second'] for s in r]):.2f}")
     row("prefill tok/s", lambda r: f"{med([s['prefill_tokens_per_second'] for s in r]):.1f}")
+    row("decode tok/s by round", lambda r: ", ".join(f"{s['decode_tokens_per_second']:.1f}" for s in r))
+    row("prefill tok/s by round", lambda r: ", ".join(f"{s['prefill_tokens_per_second']:.1f}" for s in r))
     row("time to first token", lambda r: f"{med([s['time_to_first_token'] for s in r]):.2f} s")
     # hit_rate counts the whole run, the cold prefill included; the recall
     # figures count decode only, so the two differ on a cold cache.

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cmath>
 #include <thread>
 
 #include <cstring>
@@ -210,7 +211,9 @@ TEST_F(StreamerTest, AWastedPredictionClassIsThrottledAndOthersAreNot) {
   };
   const int low = ExpertCache::prediction_rank(0, 7), first = ExpertCache::prediction_rank(0, 0);
   EXPECT_NE(low, first);
-  EXPECT_EQ(ExpertCache::prediction_rank(9, 99), ExpertCache::kRankClasses - 1);  // clamped
+  EXPECT_EQ(ExpertCache::prediction_rank(9, 99, true), ExpertCache::kRankClasses - 1);  // clamped
+  EXPECT_EQ(ExpertCache::prediction_rank(9, 99), ExpertCache::kRankClasses / 2 - 1);
+  EXPECT_NE(ExpertCache::prediction_rank(0, 7, true), low);  // a prefill chunk's picks are their own class
   EXPECT_THROW(cache.prefetch(layer(0), 5, ExpertCache::kRankClasses), Error);
   // The router's 8th pick is never used: its prefetches are wasted until the class is throttled.
   int made = 0;
@@ -251,6 +254,70 @@ TEST_F(StreamerTest, AWastedPredictionClassIsThrottledAndOthersAreNot) {
   landed();
   cache.acquire(layer(0), 5);  // used: the class stays trusted
   EXPECT_DOUBLE_EQ(cache.prefetch_accuracy(first), 1.0);
+}
+
+// Records of at least kLatencyBoundRecord are bandwidth-bound: a class is
+// prefetched only while its accuracy beats the disk's recent utilization.
+TEST_F(StreamerTest, ABandwidthBoundClassMustBeatTheDiskUtilization) {
+  SynthOptions so = testing::tiny_synth(dir / "big-hf");
+  so.overrides = {{"moe_intermediate_size", 4096}};
+  synthesize_model(so);
+  InstallOptions io = testing::quiet_install(dir / "big-hf", dir / "big.tern");
+  io.expert_format = TensorFormat::Q8_0;
+  install_model(io);
+  const TernModel big = TernModel::open(dir / "big.tern");
+  const ExpertLayer& l = big.manifest().expert_layers[0];
+  ASSERT_GE(l.stride, ExpertCache::kLatencyBoundRecord);
+  ExpertStoreOptions o;
+  o.faults = "slow:*:*";  // every read takes 20 ms more: a disk kept busy
+  ExpertStore store(big, o);
+  ExpertCache cache(store, l.stride);  // one record: a prefetch is evicted by the next demand
+  const int mid = ExpertCache::prediction_rank(0, 2);
+  EXPECT_DOUBLE_EQ(cache.prefetch_bar(l.stride), ExpertCache::kMinPrefetchAccuracy);  // idle disk
+  uint64_t reads = 0;
+  const auto landed = [&] {
+    for (int i = 0; i < 10000 && cache.stats().bytes_read < reads * l.record_size; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  };
+  // 8 wasted predictions, the disk idle half the time: the class's accuracy
+  // 0.97^8 = 0.78 stays above the bar.
+  for (int i = 0; i < 8; ++i) {
+    ASSERT_TRUE(cache.prefetch(l, 5, mid)) << i << " utilization " << cache.disk_utilization();
+    ++reads;
+    landed();
+    cache.acquire(l, i % 2);  // evicts it unused
+    ++reads;
+    std::this_thread::sleep_for(std::chrono::milliseconds(60));
+  }
+  const double accuracy = cache.prefetch_accuracy(mid);
+  EXPECT_NEAR(accuracy, std::pow(0.97, 8), 1e-9);
+  // Back-to-back demand reads for 1.5 s (3 time constants): the disk is busy
+  // nearly all the time, and the bar rises above the class's accuracy.
+  for (int i = 0; i < 75; ++i) {
+    cache.acquire(l, i % 2);
+    cache.prefetch(l, i % 2, mid);  // resident: not read, but samples the utilization
+  }
+  EXPECT_GT(cache.disk_utilization(), 0.7);
+  EXPECT_GT(cache.prefetch_bar(l.stride), accuracy);
+  EXPECT_DOUBLE_EQ(cache.prefetch_bar(ExpertCache::kLatencyBoundRecord - 1), ExpertCache::kMinPrefetchAccuracy);
+  // Each prediction is wasted as before, the demand reads keep the disk busy.
+  int made = 0;
+  for (int i = 0; i < ExpertCache::kProbeEvery; ++i) {
+    reads = cache.stats().bytes_read / l.record_size + 1;  // the demand reads have landed
+    if (cache.prefetch(l, 5, mid)) {
+      ++made;
+      landed();
+    }
+    cache.acquire(l, i % 2);
+  }
+  EXPECT_EQ(made, 1);  // throttled: only the probe
+  // An idle disk lowers the bar again and the class is prefetched.
+  cache.acquire(l, 0);
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  cache.prefetch(l, 0, mid);  // resident: samples 1 s without a read (utilization x e^-2)
+  EXPECT_LT(cache.disk_utilization(), 0.3);
+  EXPECT_GT(cache.prefetch_accuracy(mid), ExpertCache::kMinPrefetchAccuracy);
+  EXPECT_TRUE(cache.prefetch(l, 5, mid));
 }
 
 TEST_F(StreamerTest, LfuEvictsTheLeastDemanded) {

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <cstdlib>
 
 #include "tern/core/error.h"
 #include "tern/core/units.h"
@@ -58,12 +60,13 @@ void ExpertCache::Handle::release() {
 ExpertCache::ExpertCache(ExpertStore& store, uint64_t budget_bytes, CachePolicy policy)
     : store_(store), budget_(budget_bytes), policy_(policy) {
   accuracy_.fill(1.0);
+  if (const char* b = std::getenv("TERN_PREFETCH_BAR")) fixed_bar_ = std::atof(b);
 }
 
-int ExpertCache::prediction_rank(int distance, int64_t position) {
-  constexpr int kPositions = kRankClasses / 4;
-  const int d = std::clamp(distance, 0, kRankClasses / kPositions - 1);
-  return d * kPositions + static_cast<int>(std::clamp<int64_t>(position, 0, kPositions - 1));
+int ExpertCache::prediction_rank(int distance, int64_t position, bool batch) {
+  constexpr int kPositions = 16, kDistances = kRankClasses / 2 / kPositions;
+  const int d = std::clamp(distance, 0, kDistances - 1);
+  return (batch ? kRankClasses / 2 : 0) + d * kPositions + static_cast<int>(std::clamp<int64_t>(position, 0, kPositions - 1));
 }
 
 ExpertCache::~ExpertCache() {
@@ -166,6 +169,39 @@ void ExpertCache::resolve_prefetch(int rank, bool used) {
   a = 0.97 * a + (used ? 0.03 : 0.0);
 }
 
+double ExpertCache::busy_total(double now) const { return busy_total_ + (loading_ > 0 ? now - busy_since_ : 0.0); }
+
+void ExpertCache::sample_utilization(double now) {
+  if (utilization_time_ < 0) {
+    utilization_time_ = now;
+    utilization_busy_ = busy_total(now);
+    return;
+  }
+  const double dt = now - utilization_time_;
+  if (dt < 0.01) return;
+  const double busy = busy_total(now);
+  const double a = 1.0 - std::exp(-dt / kUtilizationSeconds);
+  utilization_ += a * (std::clamp((busy - utilization_busy_) / dt, 0.0, 1.0) - utilization_);
+  utilization_time_ = now;
+  utilization_busy_ = busy;
+}
+
+double ExpertCache::bar_locked(uint64_t bytes) const {
+  if (bytes < kLatencyBoundRecord) return kMinPrefetchAccuracy;
+  if (fixed_bar_ >= 0) return fixed_bar_;
+  return std::max(kMinPrefetchAccuracy, utilization_);
+}
+
+double ExpertCache::prefetch_bar(uint64_t bytes) const {
+  std::lock_guard lock(mu_);
+  return bar_locked(bytes);
+}
+
+double ExpertCache::disk_utilization() const {
+  std::lock_guard lock(mu_);
+  return utilization_;
+}
+
 double ExpertCache::prefetch_accuracy(int rank) const {
   std::lock_guard lock(mu_);
   return accuracy_.at(static_cast<size_t>(rank));
@@ -192,7 +228,11 @@ void ExpertCache::on_read(void* context, const std::string* error) {
     e->state = State::Ready;
     c.stats_.bytes_read += e->bytes;
   }
-  if (--c.loading_ == 0) c.stats_.io_busy_seconds += now_seconds() - c.busy_since_;
+  if (--c.loading_ == 0) {
+    const double busy = now_seconds() - c.busy_since_;
+    c.stats_.io_busy_seconds += busy;
+    c.busy_total_ += busy;
+  }
   const bool orphan = e->pins == 0 && e->state == State::Failed;  // a failed prefetch nobody waits for
   if (orphan) c.erase(c.entries_.find(e->key));
   c.landed_.notify_all();
@@ -283,9 +323,10 @@ bool ExpertCache::prefetch(const ExpertLayer& layer, int64_t expert, int rank) {
   if (rank < 0 || rank >= kRankClasses) fail("prefetch rank {} is outside 0..{}", rank, kRankClasses - 1);
   const uint64_t k = key(layer.layer, expert);
   std::unique_lock lock(mu_);
+  sample_utilization(now_seconds());
   if (entries_.count(k)) return false;
   const auto r = static_cast<size_t>(rank);
-  if (accuracy_[r] < kMinPrefetchAccuracy && ++prefetch_calls_[r] % kProbeEvery != 0) {
+  if (accuracy_[r] < bar_locked(layer.stride) && ++prefetch_calls_[r] % kProbeEvery != 0) {
     ++stats_.prefetches_skipped;
     return false;
   }

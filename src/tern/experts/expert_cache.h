@@ -98,16 +98,32 @@ class ExpertCache {
   // Starts reading a predicted expert if it is absent and fits without
   // evicting an expert in use, loading or protected. Never blocks. Its read
   // queues behind demand reads. `rank` classes the prediction (prediction_rank:
-  // how far ahead, how high the router put it); while recent prefetches of
-  // that class were mostly wasted (evicted unused: the router's lower picks
-  // for a far layer, or routing that is not predictable, as with random
-  // weights), only one of its prefetches in kProbeEvery is made, so wrong
-  // predictions cost little and a predictable stretch turns them back on.
+  // how far ahead, how high the router put it); while the share of recent
+  // prefetches of that class that were used is below prefetch_bar() (the
+  // others were evicted unused: the router's lower picks for a far layer, or
+  // routing that is not predictable, as with random weights), only one of its
+  // prefetches in kProbeEvery is made, so wrong predictions cost little and a
+  // predictable stretch turns them back on.
   bool prefetch(const ExpertLayer& layer, int64_t expert, int rank = 0);
+  // The accuracy class `rank` needs to be prefetched, for records of `bytes`:
+  // kMinPrefetchAccuracy for records smaller than kLatencyBoundRecord (their
+  // reads cost the disk's latency, not its bandwidth: a wasted one delays
+  // little), otherwise the larger of that and disk_utilization(). A wasted
+  // prefetch of a bandwidth-bound record delays the demand reads behind it
+  // when the disk is busy (share u of the time) and a used one saves a stall
+  // only when it is not, so at utilization u a class pays off above u.
+  double prefetch_bar(uint64_t bytes) const;
+  // Share of recent wall time with at least one read in flight (EWMA with a
+  // time constant of kUtilizationSeconds, sampled at prefetch calls).
+  double disk_utilization() const;
+  static constexpr uint64_t kLatencyBoundRecord = 256 << 10;
+  static constexpr double kUtilizationSeconds = 0.5;
   // The class of a prediction `distance` MoE layers ahead (0: the next one)
-  // at position `position` of the router's ranking (0: its first choice).
-  static int prediction_rank(int distance, int64_t position);
-  static constexpr int kRankClasses = 64;
+  // at position `position` of the router's ranking (0: its first choice),
+  // made for a batch of several tokens (a prefill chunk, where an expert is
+  // used if any token demands it) or for one.
+  static int prediction_rank(int distance, int64_t position, bool batch = false);
+  static constexpr int kRankClasses = 128;
   // Starts reading an expert to have it resident (--preload); not a prediction.
   void warm(const ExpertLayer& layer, int64_t expert);
   static constexpr double kMinPrefetchAccuracy = 0.5;
@@ -160,6 +176,9 @@ class ExpertCache {
   Entry& insert(const ExpertLayer& layer, int64_t expert, RecordBuffer buffer);  // Loading, under mu_
   void start_read(const ExpertLayer& layer, int64_t expert, Entry& e, bool urgent);
   void resolve_prefetch(int rank, bool used);
+  double busy_total(double now) const;  // under mu_
+  void sample_utilization(double now);  // under mu_
+  double bar_locked(uint64_t bytes) const;
   void erase(std::unordered_map<uint64_t, Entry>::iterator it);
 
   ExpertStore& store_;
@@ -179,6 +198,11 @@ class ExpertCache {
   std::array<double, kRankClasses> accuracy_;
   std::array<uint64_t, kRankClasses> prefetch_calls_{};
   double busy_since_ = 0;
+  double busy_total_ = 0;  // io_busy_seconds since the cache was made (not reset)
+  double utilization_ = 0, utilization_time_ = -1, utilization_busy_ = 0;
+  // TERN_PREFETCH_BAR=x fixes the bar of bandwidth-bound records at x: the
+  // A/B baseline of docs/RESULTS.md (0.5 = the rule before utilization).
+  double fixed_bar_ = -1;
   ExpertCacheStats stats_;
 };
 

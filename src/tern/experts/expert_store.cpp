@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 
 #include "tern/core/aligned_buffer.h"
 #include "tern/core/error.h"
@@ -19,7 +20,8 @@ namespace tern {
 
 namespace {
 
-constexpr int kEio = 0, kShort = 1, kCorrupt = 2;
+constexpr int kEio = 0, kShort = 1, kCorrupt = 2, kSlow = 3;
+constexpr auto kSlowRead = std::chrono::milliseconds(20);
 
 uint64_t mix(uint64_t x) {  // splitmix64 finaliser
   x += 0x9e3779b97f4a7c15ull;
@@ -51,12 +53,12 @@ ExpertStore::ExpertStore(const TernModel& model, ExpertStoreOptions options) : m
     if (const char* env = std::getenv("TERN_IO_FAULTS")) faults = env;
   for (const std::string& f : split(faults, ',')) {
     const auto parts = split(f, ':');
-    const char* kinds[] = {"eio", "short", "corrupt"};
+    const char* kinds[] = {"eio", "short", "corrupt", "slow"};
     int kind = -1;
-    for (int k = 0; k < 3; ++k)
+    for (int k = 0; k < 4; ++k)
       if (!parts.empty() && parts[0] == kinds[k]) kind = k;
     if (kind < 0 || parts.size() < 3 || parts.size() > 5)
-      fail("fault '{}' is not kind:layer:expert[:replica[:times]] with kind eio, short or corrupt", f);
+      fail("fault '{}' is not kind:layer:expert[:replica[:times]] with kind eio, short, corrupt or slow", f);
     auto num = [&](size_t i) -> int64_t {
       if (i >= parts.size() || parts[i] == "*") return -1;
       try {
@@ -237,6 +239,7 @@ void ExpertStore::on_complete(uint64_t slot, int error) {
     issue(slot);
     return;
   }
+  if (fault(kSlow, *op, ri)) std::this_thread::sleep_for(kSlowRead);  // on the I/O thread: the read is in flight longer
   if (!error && fault(kShort, *op, ri)) error = ENODATA;
   std::string problem;
   if (error) {

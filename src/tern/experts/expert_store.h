@@ -41,7 +41,8 @@ struct ExpertStoreOptions {
   std::vector<std::filesystem::path> mirrors;  // replicas of experts.bin
   // Test hook (also TERN_IO_FAULTS): comma-separated
   // "kind:layer:expert[:replica[:times]]" with kind eio (the read fails),
-  // short (it ends early) or corrupt (a byte flips after the read); layer and
+  // short (it ends early), corrupt (a byte flips after the read) or slow (it
+  // completes 20 ms late, a busy disk); layer and
   // expert may be *, replica * or absent means every replica, times (default
   // unlimited) how many reads fail before the fault clears.
   std::string faults;

@@ -186,7 +186,7 @@ void prefetch_ahead(const Lookahead& la, const MoeLayerRef* current, const std::
     for (size_t i = 0; i < predicted.experts.size(); ++i) {
       const int32_t e = predicted.experts[i];
       keep.push_back(ExpertCache::key(next->experts->layer, e));
-      const int rank = ExpertCache::prediction_rank(distance, static_cast<int64_t>(i) % wide.top_k);
+      const int rank = ExpertCache::prediction_rank(distance, static_cast<int64_t>(i) % wide.top_k, n > 1);
       auto [it, added] = wanted.try_emplace({next->experts, e}, rank);
       if (!added) it->second = std::min(it->second, rank);
     }
