@@ -16,7 +16,9 @@ in float64), so the difference is F32 rounding: we require
 # tern-test: every-kernel-path
 import json
 import os
+import shutil
 import sys
+import tempfile
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "cli"))
@@ -165,14 +167,22 @@ def prompt(vocab, n, salt=0):
 
 
 class LlamaMoeVsReference(TernTestCase):
+    @classmethod
+    def setUpClass(cls):
+        # Synthesized checkpoints and their installs are made once and shared by
+        # the tests, which only read them.
+        cls.work = tempfile.mkdtemp(prefix="tern-llama-moe-ref-")
+        cls.addClassCleanup(shutil.rmtree, cls.work, ignore_errors=True)
+
     def model(self, arch, name, flags, *install_flags):
-        hf = self.path(f"{arch}-{name}-hf")
+        hf = os.path.join(self.work, f"{arch}-{name}-hf")
         if not os.path.exists(hf):
             run("synth", "--arch", arch, "-o", hf, "-q", *flags)
-        out = self.path(f"{arch}-{name}{'-'.join([''] + list(install_flags[1::2]))}.tern")
-        # FP8 sources' own format is BF16 (DeepSeek's conversion), so they are compared installed as F32.
-        own = "f32" if "--fp8" in flags else "source"
-        run("install", hf, "-o", out, "-q", *(install_flags or ("--expert-quant", own, "--trunk-quant", own)))
+        out = os.path.join(self.work, f"{arch}-{name}{'-'.join([''] + list(install_flags[1::2]))}.tern")
+        if not os.path.exists(out):
+            # FP8 sources' own format is BF16 (DeepSeek's conversion), so they are compared installed as F32.
+            own = "f32" if "--fp8" in flags else "source"
+            run("install", hf, "-o", out, "-q", *(install_flags or ("--expert-quant", own, "--trunk-quant", own)))
         return hf, out
 
     def tern_logits(self, model, ids):

@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import sys
+import tempfile
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "cli"))
@@ -32,8 +33,22 @@ ARCHS = [("qwen3_moe", ["--preset", "small", "--seed", "4"]),
 
 
 class PlacementInvariance(TernTestCase):
+    @classmethod
+    def setUpClass(cls):
+        # Each architecture's model is synthesized and installed once and shared
+        # by the tests (they only read it; usage.bin is written by one test and
+        # read by none other, which all pass --no-usage).
+        cls.work = tempfile.mkdtemp(prefix="tern-placement-")
+        cls.addClassCleanup(shutil.rmtree, cls.work, ignore_errors=True)
+        cls.models = {}
+
     def model(self, arch, flags):
-        hf, model = self.path(arch + "-hf"), self.path(arch + ".tern")
+        if arch not in self.models:
+            self.models[arch] = self.make_model(arch, flags)
+        return self.models[arch]
+
+    def make_model(self, arch, flags):
+        hf, model = os.path.join(self.work, arch + "-hf"), os.path.join(self.work, arch + ".tern")
         run("synth", *flags, "-o", hf, "-q")
         run("install", hf, "-o", model, "-q")
         m = json.load(open(os.path.join(model, "manifest.json")))
@@ -42,7 +57,7 @@ class PlacementInvariance(TernTestCase):
         c = m["config"].get("text_config", m["config"])  # gemma4: the multimodal config's text model
         k = c.get("num_experts_per_tok") or c.get("experts_per_token") or c.get("top_k_experts")
         total = sum(l["stride"] * l["num_experts"] for l in layers)
-        mirror = self.path(arch + "-mirror.bin")
+        mirror = os.path.join(self.work, arch + "-mirror.bin")
         shutil.copyfile(os.path.join(model, "experts.bin"), mirror)
         minimum = ["--ram", str(k * stride)]
         placements = [
