@@ -21,9 +21,12 @@ namespace tern {
 
 namespace {
 
-// Jobs read ahead of the converter, and outputs queued for the writer. Two
-// keeps the disk reading while a job converts; more only costs memory.
-constexpr size_t kDepth = 3;
+// Jobs read ahead of the converter, and outputs queued for the writer. Eight
+// rather than three: the reader and the writer share one disk, and deeper
+// queues ride out each other's stalls; Q4_K installs were faster in each of
+// 4 interleaved rounds (80-217% vs 71-120% of the raw read) for ~140 MiB more
+// peak RSS (docs/RESULTS.md, 2026-12-06).
+constexpr size_t kDepth = 8;
 // Writeback window: outputs are written back and dropped from the page
 // cache one window behind the writer.
 constexpr uint64_t kWindowBytes = 64ull << 20;
