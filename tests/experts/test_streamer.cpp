@@ -342,6 +342,29 @@ TEST_F(StreamerTest, LookaheadPolicyKeepsPredictedExperts) {
   EXPECT_FALSE(cache.contains(0, 1));
 }
 
+TEST_F(StreamerTest, LookaheadPolicyEvictsAnUnusedPrefetchNoLongerPredicted) {
+  // A prefetch the lookahead no longer predicts was a misprediction: a demand
+  // miss evicts it before a demanded expert, as under LRU (before this rule
+  // the lookahead policy kept every unused prefetch until it was demanded:
+  // 325 instead of 204 MiB read per token, docs/RESULTS.md 2026-12-06).
+  ExpertStore store(*model);
+  ExpertCache cache(store, 2 * stride(), CachePolicy::Lookahead);
+  cache.acquire(layer(0), 0);
+  cache.set_protected({ExpertCache::key(0, 5)});
+  EXPECT_TRUE(cache.prefetch(layer(0), 5));
+  for (int i = 0; i < 10000 && cache.stats().bytes_read < 2 * stride(); ++i)  // no timing asserted
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ASSERT_EQ(cache.stats().bytes_read, 2 * stride());
+  cache.acquire(layer(0), 6);  // 5 still predicted: 0 goes
+  EXPECT_FALSE(cache.contains(0, 0));
+  EXPECT_TRUE(cache.contains(0, 5));
+  cache.set_protected({});    // the next step predicts other experts
+  cache.acquire(layer(0), 1);  // the stale prediction goes, not 6
+  EXPECT_FALSE(cache.contains(0, 5));
+  EXPECT_TRUE(cache.contains(0, 6));
+  EXPECT_EQ(cache.stats().prefetch_wasted_bytes, stride());
+}
+
 TEST_F(StreamerTest, UsageFileRoundTripsAndIsRefusedWhenForeignOrCorrupt) {
   ExpertCounts counts = {{ExpertCache::key(0, 3), 7}, {ExpertCache::key(1, 5), 2}};
   const auto path = dir / "m.tern" / "usage.bin";

@@ -92,13 +92,22 @@ void ExpertCache::touch(Entry& e) {
   lru_.splice(lru_.begin(), lru_, e.lru);
 }
 
-// spare_protected (prefetches, preloads, and the lookahead policy's first
-// pass) also spares prefetched records not yet demanded: they sit at the LRU
-// list's cold end, where the next prediction would otherwise evict the one
-// before it (a layer's predictions pushing each other out).
-bool ExpertCache::evictable(const Entry& e, bool spare_protected) const {
+// Prefetches and preloads (Spare::PredictedOrPrefetched) also spare
+// prefetched records not yet demanded: they sit at the LRU list's cold end,
+// where the next prediction would otherwise evict the one before it (a
+// layer's predictions pushing each other out). A demand miss under the
+// lookahead policy first spares only what the lookahead predicts now
+// (Spare::Predicted): a prefetch of a layer already passed that was not used
+// is a misprediction, and keeping it would evict records that recency says
+// are likelier to be used.
+bool ExpertCache::evictable(const Entry& e, Spare spare) const {
   if (e.pins > 0 || e.hot || e.state == State::Loading) return false;
-  return !(spare_protected && (e.prefetched || protected_.count(e.key)));
+  switch (spare) {
+    case Spare::Nothing: return true;
+    case Spare::Predicted: return !protected_.count(e.key);
+    case Spare::PredictedOrPrefetched: return !(e.prefetched || protected_.count(e.key));
+  }
+  return true;
 }
 
 void ExpertCache::erase(std::unordered_map<uint64_t, Entry>::iterator it) {
@@ -120,7 +129,7 @@ bool ExpertCache::make_room(uint64_t bytes, bool spare_protected, RecordBuffer& 
       // entries at most, against milliseconds of reading per miss).
       uint64_t best_count = ~0ull, best_tick = ~0ull;
       for (auto it = entries_.begin(); it != entries_.end(); ++it) {
-        if (!evictable(it->second, spare_protected)) continue;
+        if (!evictable(it->second, spare_protected ? Spare::PredictedOrPrefetched : Spare::Nothing)) continue;
         auto d = demand_.find(it->first);
         const uint64_t count = d == demand_.end() ? 0 : d->second;
         if (count < best_count || (count == best_count && it->second.last_use < best_tick)) {
@@ -130,8 +139,9 @@ bool ExpertCache::make_room(uint64_t bytes, bool spare_protected, RecordBuffer& 
         }
       }
     } else {
-      const bool spare = spare_protected || policy_ == CachePolicy::Lookahead;
-      for (auto pass : {spare, spare_protected}) {  // lookahead: unprotected first, then any
+      const Spare last = spare_protected ? Spare::PredictedOrPrefetched : Spare::Nothing;
+      const Spare first = policy_ == CachePolicy::Lookahead && !spare_protected ? Spare::Predicted : last;
+      for (auto pass : {first, last}) {  // lookahead: unpredicted first, then any
         for (auto it = lru_.rbegin(); it != lru_.rend() && victim == entries_.end(); ++it) {
           auto e = entries_.find(*it);
           if (evictable(e->second, pass)) victim = e;

@@ -169,7 +169,9 @@ class ExpertCache {
   static void on_read(void* context, const std::string* error);
   void unpin(Entry* e);
   void touch(Entry& e);
-  bool evictable(const Entry& e, bool spare_protected) const;
+  // What an eviction spares besides pinned, hot and loading records.
+  enum class Spare { Nothing, Predicted, PredictedOrPrefetched };
+  bool evictable(const Entry& e, Spare spare) const;
   // Frees experts by policy until `bytes` more fit; false if they cannot.
   // A freed buffer of exactly `bytes` is handed back for reuse.
   bool make_room(uint64_t bytes, bool spare_protected, RecordBuffer& reuse);
