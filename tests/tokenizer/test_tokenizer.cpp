@@ -290,6 +290,42 @@ TEST(Tokenizer, UnsupportedComponentsNameTheirType) {
   EXPECT_NE(error_of(c).find("\"zz\""), std::string::npos) << error_of(c);
 }
 
+// from_json_text takes model.vocab's entries out while parsing; the result
+// must be what the JSON object would have given.
+TEST(Tokenizer, VocabTakenOutWhileParsingKeepsObjectSemantics) {
+  const std::string text = fixture({"ab"}, {"a b"}).dump();
+  const auto with = [&](const std::string& from, const std::string& to) {
+    std::string t = text;
+    const size_t at = t.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    return t.replace(at, from.size(), to);
+  };
+  const auto error_in = [](const std::string& t) -> std::string {
+    try {
+      Tokenizer::from_json_text(t);
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "(no error)";
+  };
+  EXPECT_EQ(Tokenizer::from_json_text(text).encode("ab"), Ids{256});
+  // A repeated key: the last one wins, as in the object.
+  EXPECT_EQ(Tokenizer::from_json_text(with("\"ab\":256", "\"ab\":7,\"ab\":256")).encode("ab"), Ids{256});
+  EXPECT_EQ(Tokenizer::from_json_text(with("\"ab\":256", "\"ab\":256,\"ab\":300")).encode("ab"), Ids{300});
+  // A "vocab" anywhere but in "model" is not the vocab.
+  EXPECT_EQ(Tokenizer::from_json_text(with("{\"added_tokens\"", "{\"x\":{\"vocab\":{\"ab\":-5}},\"added_tokens\""))
+                .encode("ab"),
+            Ids{256});
+  // An object or array as an id is refused naming the entry; so is a vocab that is not an object.
+  EXPECT_NE(error_in(with("\"ab\":256", "\"ab\":{\"id\":256}")).find("vocab entry \"ab\" has an invalid id {}"),
+            std::string::npos)
+      << error_in(with("\"ab\":256", "\"ab\":{\"id\":256}"));
+  EXPECT_NE(error_in(with("\"ab\":256", "\"ab\":[256]")).find("vocab entry \"ab\" has an invalid id []"),
+            std::string::npos);
+  EXPECT_NE(error_in(with("\"vocab\":{", "\"vocab\":\"none\",\"vocab2\":{")).find("vocab must be an object"),
+            std::string::npos);
+}
+
 // Hostile tokenizer.json files (issue 16): ids that would size the id table
 // from a corrupt value, floats where ids belong (an undefined conversion),
 // and nesting deep enough to exhaust the stack are clean errors.

@@ -26,9 +26,14 @@ void check_json_depth(std::string_view text, std::string_view source, size_t max
 }
 
 nlohmann::json parse_json(std::string_view text, std::string_view source) {
+  return parse_json(text, source, nullptr);
+}
+
+nlohmann::json parse_json(std::string_view text, std::string_view source,
+                          const nlohmann::json::parser_callback_t& callback) {
   check_json_depth(text, source);
   try {
-    return nlohmann::json::parse(text);
+    return nlohmann::json::parse(text, callback);
   } catch (const nlohmann::json::exception& e) {  // parse_error, and out_of_range for 1e999
     fail("{}: invalid JSON: {}", source, e.what());
   }

@@ -22,6 +22,10 @@ void check_json_depth(std::string_view text, std::string_view source, size_t max
 // check_json_depth, then nlohmann::json::parse; a syntax error throws
 // "<source>: invalid JSON: ..." (tern::Error).
 nlohmann::json parse_json(std::string_view text, std::string_view source);
+// The same with nlohmann's parser callback, which may take values out of the
+// document as they are parsed (returning false drops them from it).
+nlohmann::json parse_json(std::string_view text, std::string_view source,
+                          const nlohmann::json::parser_callback_t& callback);
 
 // A value as JSON text for an error message, cut to about max_chars with
 // "..." so a huge value cannot make a huge message.

@@ -45,7 +45,7 @@ BpeModel::~BpeModel() = default;
 BpeModel::BpeModel(BpeModel&&) noexcept = default;
 BpeModel& BpeModel::operator=(BpeModel&&) noexcept = default;
 
-BpeModel BpeModel::from_json(const nlohmann::json& model, Input input) {
+BpeModel BpeModel::from_json(const nlohmann::json& model, Input input, const VocabEntries& vocab_entries) {
   if (!model.is_object()) fail("tokenizer model must be an object");
   const std::string type = model.value("type", std::string("BPE"));
   if (type != "BPE") fail("unsupported tokenizer model type \"{}\" (supported: BPE)", printable(type));
@@ -72,13 +72,15 @@ BpeModel BpeModel::from_json(const nlohmann::json& model, Input input) {
   bpe.byte_fallback_ = byte_fallback;
   const auto& vocab = model.at("vocab");
   if (!vocab.is_object()) fail("tokenizer model vocab must be an object");
-  bpe.vocab_.reserve(vocab.size());
-  for (const auto& [token, id] : vocab.items()) {
+  bpe.vocab_.reserve(vocab.size() + vocab_entries.size());
+  auto add = [&](const std::string& token, const nlohmann::json& id) {
     if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= kMaxTokenId)
       fail("tokenizer vocab entry {} has an invalid id {} (ids must be integers in [0, {}))", json_excerpt(token),
            json_excerpt(id), kMaxTokenId);
-    bpe.vocab_.emplace(token, id.get<int32_t>());
-  }
+    bpe.vocab_.insert_or_assign(token, id.get<int32_t>());  // a repeated key: the last wins, as in a JSON object
+  };
+  for (const auto& [token, id] : vocab.items()) add(token, id);
+  for (const auto& [token, id] : vocab_entries) add(token, id);
   bpe.byte_ids_.fill(-1);
   bpe.fallback_ids_.fill(-1);
   for (int b = 0; b < 256; ++b) {

@@ -17,6 +17,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace tern {
@@ -46,7 +47,12 @@ class BpeModel {
   // ["a", "b"] pairs. Unsupported options (dropout, subword prefixes/suffixes,
   // byte_fallback with Input::Bytes, an unk_token missing from the vocab)
   // throw tern::Error.
-  static BpeModel from_json(const nlohmann::json& model, Input input = Input::Bytes);
+  // `vocab` entries (token, id as parsed) count as part of model["vocab"]:
+  // Tokenizer::from_json_text takes them out while parsing, which spares
+  // building a JSON object of ~150k keys (see there).
+  using VocabEntries = std::vector<std::pair<std::string, nlohmann::json>>;
+  static BpeModel from_json(const nlohmann::json& model, Input input = Input::Bytes,
+                            const VocabEntries& vocab = {});
 
   BpeModel();
   ~BpeModel();

@@ -94,7 +94,40 @@ Tokenizer Tokenizer::load(const std::filesystem::path& tokenizer_json) {
 }
 
 Tokenizer Tokenizer::from_json_text(std::string_view json_text, std::string_view origin) {
-  nlohmann::json root = parse_json(json_text, origin);
+  // model.vocab's entries are taken out as they are parsed into a flat list:
+  // as a JSON object they would be a std::map of ~150k-260k keys, which took
+  // about half of loading (Qwen3's and Gemma 3's tokenizer.json, RESULTS).
+  // The object stays in the document, empty; anything but an object there is
+  // left in place for BpeModel::from_json to refuse.
+  BpeModel::VocabEntries vocab;
+  std::string key1, key2, pending;  // the keys at depths 1 and 2; a vocab key waiting for its value
+  bool in_vocab = false;
+  auto take_vocab = [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+    using Event = nlohmann::json::parse_event_t;
+    if (event == Event::key && depth <= 2) {
+      (depth == 1 ? key1 : key2) = parsed.get_ref<const std::string&>();
+      if (depth == 1) key2.clear();
+      if (key1 == "model" && (depth == 1 || key2 == "vocab")) vocab.clear();  // a repeated key: the last wins
+      return true;
+    }
+    if (depth == 2 && key1 == "model" && key2 == "vocab") {
+      if (event == Event::object_start) in_vocab = true;
+      if (event == Event::object_end) in_vocab = false;
+      return true;
+    }
+    if (!in_vocab || depth != 3) return true;
+    if (event == Event::key) {
+      pending = std::move(parsed.get_ref<std::string&>());
+      return false;  // drops the entry from the document; its value event still comes
+    }
+    if (event == Event::value) vocab.emplace_back(std::move(pending), std::move(parsed));
+    // A nested value (an object or array as an id) is dropped with its key;
+    // keep it as its kind so from_json names the entry.
+    if (event == Event::object_start) vocab.emplace_back(std::move(pending), nlohmann::json::object());
+    if (event == Event::array_start) vocab.emplace_back(std::move(pending), nlohmann::json::array());
+    return true;
+  };
+  nlohmann::json root = parse_json(json_text, origin, take_vocab);
   Tokenizer tok;
   try {
     if (!root.is_object() || !root.contains("model"))
@@ -110,7 +143,8 @@ Tokenizer Tokenizer::from_json_text(std::string_view json_text, std::string_view
       check_byte_level_decoder(decoder);
     else
       tok.decoder_ = TokenDecoder::from_json(decoder);
-    tok.model_ = BpeModel::from_json(root.at("model"), byte_level ? BpeModel::Input::Bytes : BpeModel::Input::Chars);
+    tok.model_ =
+        BpeModel::from_json(root.at("model"), byte_level ? BpeModel::Input::Bytes : BpeModel::Input::Chars, vocab);
     tok.added_tokens_ = parse_added_tokens(root.value("added_tokens", nlohmann::json()));
     tok.bos_id_ = parse_post_processor(root.value("post_processor", nlohmann::json()));
   } catch (const nlohmann::json::exception& e) {
