@@ -49,10 +49,9 @@ class BpeModel {
   // throw tern::Error.
   // `vocab` entries (token, id as parsed) count as part of model["vocab"]:
   // Tokenizer::from_json_text takes them out while parsing, which spares
-  // building a JSON object of ~150k keys (see there).
+  // building a JSON object of ~150k keys (see there); pass {} for none.
   using VocabEntries = std::vector<std::pair<std::string, nlohmann::json>>;
-  static BpeModel from_json(const nlohmann::json& model, Input input = Input::Bytes,
-                            const VocabEntries& vocab = {});
+  static BpeModel from_json(const nlohmann::json& model, Input input, const VocabEntries& vocab);
 
   BpeModel();
   ~BpeModel();
