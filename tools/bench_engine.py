@@ -299,6 +299,10 @@ def bench(a):
         return max(s["io_busy_seconds"], s["compute_busy_seconds"]) / d if d else 0.0
 
     row("overlap efficiency max(io, compute) / decode", lambda r: f"{med([overlap(s) for s in r]):.2f}")
+    # The output head (lm_head) of each token runs before the next token's
+    # first router: no expert read can be known, hence in flight, during it.
+    row("output head's share of decode (no expert read known ahead)",
+        lambda r: f"{100 * med([s['head_seconds'] / s['decode_seconds'] for s in r]):.0f}%")
 
     def decode_read_rate(s):
         # Decode's bytes over decode's time with a read in flight, which is

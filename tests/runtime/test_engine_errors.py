@@ -88,6 +88,13 @@ class EngineErrors(TernTestCase):
         j = json.loads(run("generate", self.model, "--prompt", "Hi", "-n", "5", "--json").stdout)
         self.assertEqual(len(j["tokens"]), 5)
         self.assertIn("decode_tokens_per_second", j["stats"])
+        # Decode's time splits: the output head ran in every decode step,
+        # within decode; reads and compute are parts of decode too.
+        st = j["stats"]
+        self.assertGreater(st["head_seconds"], 0)
+        self.assertLess(st["head_seconds"], st["decode_seconds"])
+        self.assertLessEqual(st["io_busy_seconds"], st["decode_seconds"])
+        self.assertLessEqual(st["compute_busy_seconds"], st["decode_seconds"])
         p = run("generate", self.model, "--prompt", "Hi", "-n", "3", "--stats")
         self.assertIn("hit rate", p.stderr)
         self.assertIn("peak RSS", p.stderr)

@@ -1,5 +1,6 @@
 #include "tern/models/decoder_model.h"
 
+#include <chrono>
 #include <cmath>
 
 #include "tern/core/error.h"
@@ -162,9 +163,11 @@ void DecoderModel::forward_batch(std::span<const SequenceBatch> sequences, Forwa
     trace_hidden(trace, l, x, n * H);
   }
   const auto m = static_cast<int64_t>(rows_.logit_rows.size());
+  const auto head0 = std::chrono::steady_clock::now();
   final_logits(lm_head_, final_norm_, eps, x, H, sequences, rows_, xn,
                sequences.size() > 1 ? scratch_.get(3, m * cfg_.vocab_size) : nullptr, pool_,
                static_cast<float>(cfg_.final_logit_softcapping));
+  counters_.head_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - head0).count();
 }
 
 void DecoderModel::sandwich_ffn(const DecoderLayer& L, int64_t l, int64_t n, const float* x, const float* xn,

@@ -79,6 +79,9 @@ struct MoeCounters {
   // The lookahead's accuracy: token-expert pairs of layers an earlier layer
   // predicted, and how many of them were among the predicted experts.
   uint64_t predicted_needed = 0, predicted_hits = 0;
+  // Wall time in the output head (final norm, lm_head), the part of a step
+  // no expert read can overlap: the next token's experts are not known yet.
+  double head_seconds = 0;
 };
 
 // What the lookahead predicted per layer (index: layer): each token's

@@ -320,6 +320,7 @@ nlohmann::json GenerationStats::to_json() const {
           {"io_stall_fraction", io_stall_fraction},
           {"io_busy_seconds", io_busy_seconds},
           {"compute_busy_seconds", compute_busy_seconds},
+          {"head_seconds", head_seconds},
           {"expert_bytes_per_token", prompt_tokens + generated_tokens > 0
                                          ? static_cast<double>(bytes_read) / static_cast<double>(prompt_tokens + generated_tokens)
                                          : 0.0},
@@ -425,6 +426,7 @@ std::vector<int32_t> generate(Session& session, std::span<const int32_t> prompt,
                                      static_cast<double>(mc.predicted_needed - counters0.predicted_needed));
     stats->io_busy_seconds = std::min(decode, c.io_busy_seconds - decode0.io_busy_seconds);
     stats->compute_busy_seconds = std::max(0.0, decode - stall);
+    stats->head_seconds = std::min(decode, mc.head_seconds - counters0.head_seconds);
     stats->peak_rss = peak_rss_bytes();
     stats->trunk_bytes = engine.model().resident_bytes();
     stats->kv_bytes = kv_cache_bytes(engine.config(), engine.context());

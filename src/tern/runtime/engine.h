@@ -129,6 +129,7 @@ struct GenerationStats {
   double prefetch_waste = 0;
   double io_stall_fraction = 0;
   double io_busy_seconds = 0, compute_busy_seconds = 0;
+  double head_seconds = 0;  // decode time in the output head (MoeCounters::head_seconds)
   uint64_t prefetches = 0;
   // Decode: of the experts layers needed, the share the lookahead had
   // predicted one layer ahead (whether or not the read was made in time).
