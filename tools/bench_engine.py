@@ -279,6 +279,20 @@ def bench(a):
     row("decode tok/s", lambda r: f"{med([s['decode_tokens_per_second'] for s in r]):.2f}")
     row("prefill tok/s", lambda r: f"{med([s['prefill_tokens_per_second'] for s in r]):.1f}")
     row("decode tok/s by round", lambda r: ", ".join(f"{s['decode_tokens_per_second']:.1f}" for s in r))
+    if len(variants) > 1:
+        # Paired by round: the disk's rate moves between rounds (1.1-2.4 GB/s
+        # in one invocation on 2026-12-07) more than most changes move decode,
+        # and every variant of a round saw the same hour.
+        first = runs[variants[0][0]]
+
+        def paired(key):
+            def fn(r):
+                ratios = [s[key] / f[key] for s, f in zip(r, first) if f[key] > 0]
+                return (f"{med(ratios):.3f} ({', '.join(f'{x:.2f}' for x in ratios)})" if ratios else "-")
+            return fn
+
+        row(f"decode vs {variants[0][0]}, paired by round: median (rounds)", paired("decode_tokens_per_second"))
+        row(f"prefill vs {variants[0][0]}, paired by round: median (rounds)", paired("prefill_tokens_per_second"))
     row("prefill tok/s by round", lambda r: ", ".join(f"{s['prefill_tokens_per_second']:.1f}" for s in r))
     row("time to first token", lambda r: f"{med([s['time_to_first_token'] for s in r]):.2f} s")
     # hit_rate counts the whole run, the cold prefill included; the recall
@@ -302,7 +316,7 @@ def bench(a):
     # The output head (lm_head) of each token runs before the next token's
     # first router: no expert read can be known, hence in flight, during it.
     row("output head's share of decode (no expert read known ahead)",
-        lambda r: f"{100 * med([s['head_seconds'] / s['decode_seconds'] for s in r]):.0f}%")
+        lambda r: f"{100 * med([s.get('head_seconds', 0) / s['decode_seconds'] for s in r]):.0f}%")
 
     def decode_read_rate(s):
         # Decode's bytes over decode's time with a read in flight, which is
