@@ -18,10 +18,10 @@ table for docs/RESULTS.md with the medians over rounds:
   rate) with the variant's ratio to it, and the hit rates of LRU, LFU and
   Belady's optimum replayed on each run's own routing trace at its budget
   (`tern trace replay`); the disk bandwidth is the faster of
-  the probe (O_DIRECT, 8 MiB blocks at random places, 8 in flight) and the
-  engine's own read rate while decode's reads were in flight. The in-RAM rate comes from an
-  all-resident run (--preload with a budget of every expert) in the same
-  invocation unless --no-inram.
+  the probe (O_DIRECT, 8 MiB blocks at random places, 8 in flight, before
+  the round) and the engine's own read rate while decode's reads were in
+  flight. The in-RAM rate comes from an all-resident run (--preload with a
+  budget of every expert) at the end of the same round unless --no-inram.
 
   /usr/bin/python3 tools/bench_engine.py MODEL.tern [--ram 1536M] [--cap 3G]
       [--tokens 64] [--prompt-tokens 64] [--runs 3] [--threads N]
@@ -29,6 +29,10 @@ table for docs/RESULTS.md with the medians over rounds:
 
 Without --variant the single variant "default" runs the engine's defaults.
 A variant's leading KEY=VALUE words set its environment.
+--oracle adds a variant whose lookahead prefetches the true routing (the same
+request's trace, recorded before the rounds): the streamer with a perfect
+predictor, so a gap left to the roofline splits into prediction and machinery.
+With it, "{oracle}" in a variant's words is that trace's path.
 --paths A/B-tests kernel paths (TERN_KERNELS) as variants.
 Numbers are measured, never asserted in tests.
 """
@@ -179,6 +183,9 @@ def main():
     ap.add_argument("--variant", action="append", default=[], help="NAME='flags' (repeatable), interleaved; NAME='@PATH flags' runs another tern build")
     ap.add_argument("--paths", help="comma-separated kernel paths to A/B (TERN_KERNELS), as variants")
     ap.add_argument("--no-inram", action="store_true", help="skip the all-resident run (roofline)")
+    ap.add_argument("--oracle", action="store_true",
+                    help="add variant 'oracle': the defaults with a perfect predictor (TERN_PREFETCH_ORACLE set "
+                         "to the routing of the same request, recorded once before the rounds)")
     ap.add_argument("--read-limit", type=float, help="cap the model disk's reads at this many MB/s (blkio cgroup)")
     a = ap.parse_args()
     if a.read_limit:
@@ -223,9 +230,20 @@ def bench(a):
     if a.threads:
         base += ["--threads", str(a.threads)]
 
+    trace = os.path.join("/tmp", f"tern-bench-trace-{os.getpid()}.jsonl")
+    oracle = os.path.join("/tmp", f"tern-bench-oracle-{os.getpid()}.jsonl")
+    if a.oracle:
+        # Sampling is seeded and placement never changes results, so every
+        # variant's run routes exactly as this one did.
+        evict(experts_file)
+        run_variant(base + ["--ram", str(ram), "--trace", oracle], dict(os.environ), cg)
+        variants.append(("oracle", [], {"TERN_PREFETCH_ORACLE": oracle}))
+        # Other variants may name the trace too: NAME='TERN_PREFETCH_ORACLE={oracle} --flag'.
+        variants = [(n, [w.replace("{oracle}", oracle) for w in f], {k: v.replace("{oracle}", oracle)
+                                                                      for k, v in e.items()})
+                    for n, f, e in variants]
     runs = {v[0]: [] for v in variants}
     inram, bws = [], []
-    trace = os.path.join("/tmp", f"tern-bench-trace-{os.getpid()}.jsonl")
     for r in range(a.runs):
         bws.append(disk_bandwidth(experts_file))
         # Each round starts with the next variant: the run right after the
@@ -243,12 +261,17 @@ def bench(a):
             # The same run's routing replayed at its cache size: where the
             # engine's hit rate stands against Belady's optimum.
             stats["replay"] = replay(a.tern, a.model, trace, ram)
+            stats["round"] = r
             runs[name].append(stats)
-    if os.path.exists(trace):
-        os.remove(trace)
         if not a.no_inram:
+            # The roofline's in-RAM rate from the same round: the host's
+            # speed moves between minutes (one all-resident run per
+            # invocation gave 16.7-24.1 tok/s for the same build and model).
             evict(experts_file)
             inram.append(run_variant(base + ["--ram", str(experts), "--preload"], dict(os.environ), None))
+    for path in (trace, oracle):
+        if os.path.exists(path):
+            os.remove(path)
     if cg:
         os.rmdir(cg)
 
@@ -261,7 +284,8 @@ def bench(a):
         return sum(x["bytes_read"] for x in dec) / toks if toks else 0.0
 
     bw = med(bws)
-    inram_rate = med([s["decode_tokens_per_second"] for s in inram]) if inram else None
+    inram_rates = [s["decode_tokens_per_second"] for s in inram]
+    inram_rate = med(inram_rates) if inram else None
     print(f"model {a.model}: experts {experts / GIB:.2f} GiB, trunk {trunk / GIB:.3f} GiB; --ram {ram / GIB:.2f} GiB "
           f"({experts / ram:.1f}x smaller than the experts); cgroup limit "
           f"{f'{limit / GIB:.2f} GiB' if cg else 'none'}; prompt {a.prompt_tokens}, decode {a.tokens} tokens; "
@@ -269,7 +293,8 @@ def bench(a):
           + (f"disk reads capped at {a.read_limit:.0f} MB/s (blkio); " if a.read_limit else "")
           + f"disk O_DIRECT at queue depth 8 {bw / MIB:.0f} MiB/s "
           f"(rounds: {', '.join(f'{b / MIB:.0f}' for b in bws)})"
-          + (f"; in RAM (all experts preloaded) {inram_rate:.2f} tok/s" if inram_rate else ""))
+          + (f"; in RAM (all experts preloaded) {inram_rate:.2f} tok/s (rounds: "
+             f"{', '.join(f'{x:.2f}' for x in inram_rates)})" if inram_rate else ""))
 
     def row(label, fn):
         print(f"| {label} | " + " | ".join(fn(runs[n]) for n, _, _ in variants) + " |")
@@ -333,9 +358,10 @@ def bench(a):
         # records, 8 in flight, and whatever the host caches) than to the
         # probe: the roofline takes the faster of the two, so it stays an
         # upper bound (decode bytes / decode time <= decode_read_rate).
+        # Disk and in-RAM rate from the run's own round.
         b = decode_bytes_per_token(s)
-        io_rate = max(bw, decode_read_rate(s)) / b if b else float("inf")
-        return min(io_rate, inram_rate) if inram_rate else io_rate
+        io_rate = max(bws[s["round"]], decode_read_rate(s)) / b if b else float("inf")
+        return min(io_rate, inram_rates[s["round"]]) if inram_rates else io_rate
 
     row("Tern's read rate while decode's reads were in flight",
         lambda r: f"{med([decode_read_rate(s) for s in r]) / MIB:.0f} MiB/s")

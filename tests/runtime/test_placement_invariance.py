@@ -113,6 +113,34 @@ class PlacementInvariance(TernTestCase):
                 self.assertEqual(pinned["tokens"], first["tokens"])
                 self.assertGreater(budget // 2, stride)
 
+    def test_a_perfect_predictor_changes_nothing_and_is_scored_perfect(self):
+        # TERN_PREFETCH_ORACLE (a diagnostic) prefetches a recorded run's true
+        # routing: the tokens stay the same, and every prediction it made is
+        # scored a hit, which also checks that each layer's prediction lands on
+        # the layer it was made for (dense layers skipped: deepseek_v3's first).
+        router_recalls = []
+        for arch, flags in ARCHS:
+            with self.subTest(arch=arch):
+                model, placements = self.model(arch, flags)
+                trace = self.path(arch + ".jsonl")
+                gen = ["generate", model, "--tokens", self.tokens(), "-n", "12", "--ignore-eos", "--json",
+                       "--no-usage", "--temperature", "0.9", "--seed", "3", *placements[1]]
+                plain = json.loads(run(*gen, "--trace", trace).stdout)
+                env = dict(os.environ, TERN_PREFETCH_ORACLE=trace)
+                oracle = json.loads(run(*gen, env=env).stdout)
+                self.assertEqual(oracle["tokens"], plain["tokens"])
+                self.assertEqual(oracle["stats"]["prediction_recall"], 1.0)
+                router_recalls.append(plain["stats"]["prediction_recall"])
+                with open(trace) as f:  # a trace of a model with one more MoE layer: refused, named
+                    layers = len(json.loads(f.readline())["experts"])
+                other = self.path(arch + "-other.jsonl")
+                with open(other, "w") as f:
+                    f.write(json.dumps({"experts": [[1]] * (layers + 1)}) + "\n")
+                bad = run(*gen, env=dict(os.environ, TERN_PREFETCH_ORACLE=other), check=False)
+                self.assertNotEqual(bad.returncode, 0)
+                self.assertIn(f"TERN_PREFETCH_ORACLE: {other} lists {layers + 1} MoE layers", bad.stderr)
+        self.assertLess(min(router_recalls), 0.95)  # the router's own guesses are not what is scored perfect
+
     def test_small_cache_really_evicts(self):
         for arch, flags in ARCHS:
             with self.subTest(arch=arch):

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 
 #include "tern/core/error.h"
 #include "tern/kernels/ops.h"
@@ -119,6 +120,28 @@ void DecoderModel::finish_loading() {
   final_norm_ = norm_weight("model.norm.weight");
   moe_.clear();
   for (const DecoderLayer& L : layers_) moe_.push_back(L.moe);
+  if (const char* path = std::getenv("TERN_PREFETCH_ORACLE"); path && *path) {
+    oracle_ = std::make_unique<PrefetchOracle>();
+    try {
+      oracle_->trace = read_routing_trace(path);
+    } catch (const Error& e) {
+      fail("TERN_PREFETCH_ORACLE: {}", e.what());
+    }
+    int64_t moe_layers = 0;
+    for (const MoeLayerRef& ref : moe_) oracle_->moe_index.push_back(ref.experts ? moe_layers++ : -1);
+    if (oracle_->trace.layers != moe_layers)
+      fail("TERN_PREFETCH_ORACLE: {} lists {} MoE layers per token; this model has {}", path,
+           oracle_->trace.layers, moe_layers);
+  }
+}
+
+Lookahead DecoderModel::lookahead(int64_t l, int depth, const float* x) {
+  Lookahead la = lookahead_after(moe_, l, depth, x, shape_.norm_eps, opt_.prefetch_margin, &predictions_);
+  if (oracle_ && !positions_.empty()) {
+    la.oracle = oracle_.get();
+    la.positions = positions_.data();
+  }
+  return la;
 }
 
 void DecoderModel::forward_batch(std::span<const SequenceBatch> sequences, ForwardTrace* trace) {
@@ -132,6 +155,9 @@ void DecoderModel::forward_batch(std::span<const SequenceBatch> sequences, Forwa
   embed_tokens(embed_, rows_.tokens, cfg_.vocab_size, H, x);
   if (cfg_.embedding_scale > 0) scale(x, static_cast<float>(cfg_.embedding_scale), n * H);
   start_trace(trace, cfg_.num_layers);
+  positions_.clear();
+  if (oracle_ && sequences.size() == 1)
+    for (const TokenSlot& s : rows_.slots) positions_.push_back(s.pos);
   for (int64_t l = 0; l < cfg_.num_layers; ++l) {
     const DecoderLayer& L = layers_[static_cast<size_t>(l)];
     AttentionShape shape = L.shape ? *L.shape : shape_;
@@ -148,8 +174,7 @@ void DecoderModel::forward_batch(std::span<const SequenceBatch> sequences, Forwa
     if (L.sandwich_out_norm) {
       sandwich_ffn(L, l, n, x, xn, y, trace);
     } else if (L.moe.experts) {
-      const Lookahead ahead =
-          lookahead_after(moe_, l, opt_.prefetch_depth, x, eps, opt_.prefetch_margin, &predictions_);
+      const Lookahead ahead = lookahead(l, opt_.prefetch_depth, x);
       moe_forward(L.moe, cache_, xn, n, H, y, mlp_scratch_, pool_, &counters_,
                   trace ? &trace->routing[static_cast<size_t>(l)] : nullptr, ffn_, &ahead);
     } else {
@@ -158,11 +183,12 @@ void DecoderModel::forward_batch(std::span<const SequenceBatch> sequences, Forwa
     add(x, y, x, n * H);
     if (L.layer_scalar != 1.0f) scale(x, L.layer_scalar, n * H);
     if (opt_.prefetch_depth > 0)
-      lookahead_refresh(lookahead_after(moe_, l, 1, x, eps, opt_.prefetch_margin, &predictions_), cache_, n, H,
-                        mlp_scratch_, pool_);
+      lookahead_refresh(lookahead(l, 1, x), cache_, n, H, mlp_scratch_, pool_);
     trace_hidden(trace, l, x, n * H);
   }
   const auto m = static_cast<int64_t>(rows_.logit_rows.size());
+  if (!positions_.empty() && opt_.prefetch_depth > 0)
+    oracle_prefetch_token(*oracle_, moe_, opt_.prefetch_depth, positions_.back() + 1, cache_);
   const auto head0 = std::chrono::steady_clock::now();
   final_logits(lm_head_, final_norm_, eps, x, H, sequences, rows_, xn,
                sequences.size() > 1 ? scratch_.get(3, m * cfg_.vocab_size) : nullptr, pool_,
@@ -191,7 +217,7 @@ void DecoderModel::sandwich_ffn(const DecoderLayer& L, int64_t l, int64_t n, con
       rmsnorm(x + t * H, L.moe.input_norm, H, eps, xr + t * H);
       rmsnorm(x + t * H, L.moe_in_norm, H, eps, xe + t * H);
     }
-    const Lookahead ahead = lookahead_after(moe_, l, opt_.prefetch_depth, x, eps, opt_.prefetch_margin, &predictions_);
+    const Lookahead ahead = lookahead(l, opt_.prefetch_depth, x);
     const MoeSideWork side{xr, dense};
     moe_forward(L.moe, cache_, xe, n, H, y2, mlp_scratch_, pool_, &counters_,
                 trace ? &trace->routing[static_cast<size_t>(l)] : nullptr, ffn_, &ahead, &side);

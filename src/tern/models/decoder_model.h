@@ -13,6 +13,7 @@
 // every architecture unchanged.
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -121,6 +122,10 @@ class DecoderModel : public Model {
   const float* final_norm_ = nullptr;
   std::vector<MoeLayerRef> moe_;
   Predictions predictions_;  // per layer (experts null for dense layers)
+  std::unique_ptr<PrefetchOracle> oracle_;  // TERN_PREFETCH_ORACLE (moe_block.h); null: off
+  std::vector<int64_t> positions_;          // the batch's rows' positions, for the oracle
+  // The lookahead from layer l's residual x, with the oracle when one runs.
+  Lookahead lookahead(int64_t l, int depth, const float* x);
   Scratch scratch_, attn_scratch_, mlp_scratch_, dense_scratch_;
   BatchRows rows_;
 };

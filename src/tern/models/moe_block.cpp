@@ -173,7 +173,20 @@ void prefetch_ahead(const Lookahead& la, const MoeLayerRef* current, const std::
     add_rows(logits, rc.bias, n, rc.num_experts);
     RouterConfig wide = rc;
     wide.top_k = std::min(rc.num_experts, rc.top_k + la.margin);
-    const Routing predicted = route_tokens(logits, n, wide, scratch.get(kProbs, rc.num_experts));
+    Routing predicted = route_tokens(logits, n, wide, scratch.get(kProbs, rc.num_experts));
+    if (la.oracle) {
+      // Every row's true experts replace the guess where the trace has them.
+      std::vector<int32_t> truth;
+      for (int64_t t = 0; t < n; ++t) {
+        const std::span<const int32_t> e = la.oracle->experts(la.positions[t], next->experts->layer);
+        if (static_cast<int64_t>(e.size()) != rc.top_k) break;
+        truth.insert(truth.end(), e.begin(), e.end());
+      }
+      if (static_cast<int64_t>(truth.size()) == n * rc.top_k) {
+        predicted.experts = std::move(truth);
+        wide.top_k = rc.top_k;
+      }
+    }
     if (la.predictions) {
       const auto layer = static_cast<size_t>(next->experts->layer);
       if (la.predictions->experts.size() <= layer) {
@@ -203,6 +216,26 @@ void prefetch_ahead(const Lookahead& la, const MoeLayerRef* current, const std::
 }
 
 }  // namespace
+
+std::span<const int32_t> PrefetchOracle::experts(int64_t pos, int64_t layer) const {
+  if (layer < 0 || layer >= static_cast<int64_t>(moe_index.size()) || moe_index[static_cast<size_t>(layer)] < 0 ||
+      pos < 0 || pos >= trace.tokens())
+    return {};
+  return trace.batch(pos, moe_index[static_cast<size_t>(layer)]);
+}
+
+void oracle_prefetch_token(const PrefetchOracle& oracle, const std::vector<MoeLayerRef>& layers, int depth,
+                           int64_t position, ExpertCache& cache) {
+  int distance = 0;
+  for (const MoeLayerRef& ref : layers) {
+    if (distance >= depth) break;
+    if (!ref.experts) continue;
+    const std::span<const int32_t> e = oracle.experts(position, ref.experts->layer);
+    for (size_t i = 0; i < e.size(); ++i)
+      cache.prefetch(*ref.experts, e[i], ExpertCache::prediction_rank(distance, static_cast<int64_t>(i)));
+    ++distance;
+  }
+}
 
 void lookahead_refresh(const Lookahead& la, ExpertCache& cache, int64_t n, int64_t hidden, Scratch& scratch,
                        ThreadPool* pool) {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "tern/experts/expert_cache.h"
+#include "tern/experts/routing_trace.h"
 #include "tern/kernels/weight_view.h"
 #include "tern/models/scratch.h"
 
@@ -117,12 +118,28 @@ struct MoeLayerRef {
 // norm) and every token's top-(k + margin) experts there are read ahead, so
 // their reads overlap this layer's compute. Predictions only warm the cache;
 // they never change results.
+// A diagnostic, not a feature (TERN_PREFETCH_ORACLE=TRACE, docs/DESIGN.md):
+// the routing a previous run of the same request recorded (`generate
+// --trace`), so the lookahead prefetches what each layer will truly need
+// instead of the router's guess. It measures the streamer with a perfect
+// predictor. Like every prediction it only warms the cache: no result changes.
+struct PrefetchOracle {
+  RoutingTrace trace;
+  std::vector<int64_t> moe_index;  // decoder layer -> its MoE ordinal in the trace (-1: dense)
+  // The experts position `pos` used at decoder layer `layer`; empty when the
+  // trace does not reach that far.
+  std::span<const int32_t> experts(int64_t pos, int64_t layer) const;
+};
+
 struct Lookahead {
   std::vector<const MoeLayerRef*> next;  // nearest first; empty: off
   const float* residual = nullptr;       // [n, hidden], before this layer's MoE norm
   float norm_eps = 1e-6f;
   int64_t margin = 0;
   Predictions* predictions = nullptr;  // records predictions, scores them when the layer runs
+  // With an oracle, the rows' positions ([n]; one sequence) pick its routing.
+  const PrefetchOracle* oracle = nullptr;
+  const int64_t* positions = nullptr;
 };
 
 // The `depth` MoE layers after layer `l` of `layers` (one entry per layer,
@@ -135,6 +152,12 @@ Lookahead lookahead_after(const std::vector<MoeLayerRef>& layers, int64_t l, int
 // to differ), prefetches what the earlier prediction missed and protects it.
 void lookahead_refresh(const Lookahead& la, ExpertCache& cache, int64_t n, int64_t hidden, Scratch& scratch,
                        ThreadPool* pool);
+
+// Speculation across tokens with the oracle: while the output head runs,
+// prefetches what the first `depth` MoE layers of `layers` use at `position`
+// (the next token's).
+void oracle_prefetch_token(const PrefetchOracle& oracle, const std::vector<MoeLayerRef>& layers, int depth,
+                           int64_t position, ExpertCache& cache);
 
 // x: [n, hidden] normalised inputs; out: [n, hidden].
 // Streams: every expert the batch needs is requested at once (reads start for
