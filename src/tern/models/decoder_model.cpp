@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <string_view>
 
 #include "tern/core/error.h"
 #include "tern/kernels/ops.h"
@@ -137,6 +138,16 @@ void DecoderModel::finish_loading() {
 
 Lookahead DecoderModel::lookahead(int64_t l, int depth, const float* x) {
   Lookahead la = lookahead_after(moe_, l, depth, x, shape_.norm_eps, opt_.prefetch_margin, &predictions_);
+  if (standin_ready_ && !la.next.empty()) {
+    // The previous token's attention outputs of layers l+1 .. the nearest MoE layer.
+    const int64_t H = cfg_.hidden_size, j = la.next.front()->experts->layer;
+    la.standin = standin_attn_.data() + (l + 1) * H;
+    if (j > l + 1) {
+      standin_sum_.assign(la.standin, la.standin + H);
+      for (int64_t k = l + 2; k <= j; ++k) add(standin_sum_.data(), standin_attn_.data() + k * H, standin_sum_.data(), H);
+      la.standin = standin_sum_.data();
+    }
+  }
   if (oracle_ && !positions_.empty()) {
     la.oracle = oracle_.get();
     la.positions = positions_.data();
@@ -158,6 +169,18 @@ void DecoderModel::forward_batch(std::span<const SequenceBatch> sequences, Forwa
   positions_.clear();
   if (oracle_ && sequences.size() == 1)
     for (const TokenSlot& s : rows_.slots) positions_.push_back(s.pos);
+  // TERN_LOOKAHEAD_STANDIN=0 turns the stand-in off, =1 uses it for every
+  // prediction (diagnostics, to measure it and its choice: docs/DESIGN.md).
+  static const std::string_view standin_env = [] {
+    const char* v = std::getenv("TERN_LOOKAHEAD_STANDIN");
+    return std::string_view(v ? v : "");
+  }();
+  const bool standin_off = standin_env == "0";
+  predictions_.always_standin = standin_env == "1";
+  const bool one_sequence = sequences.size() == 1 && opt_.prefetch_depth > 0 && !standin_off;
+  standin_ready_ = one_sequence && n == 1 && rows_.slots.front().kv == standin_kv_ &&
+                   rows_.slots.front().pos == standin_pos_ + 1;
+  standin_attn_.resize(static_cast<size_t>(cfg_.num_layers * H));
   for (int64_t l = 0; l < cfg_.num_layers; ++l) {
     const DecoderLayer& L = layers_[static_cast<size_t>(l)];
     AttentionShape shape = L.shape ? *L.shape : shape_;
@@ -169,6 +192,8 @@ void DecoderModel::forward_batch(std::span<const SequenceBatch> sequences, Forwa
     else attention_forward(L.attn, shape, xn, rows_.slots, l, y, attn_scratch_, pool_);
     if (L.attn_out_norm)
       for (int64_t t = 0; t < n; ++t) rmsnorm(y + t * H, L.attn_out_norm, H, eps, y + t * H);
+    // Kept for the next token's lookahead; layer l's is no longer needed by this one's.
+    if (one_sequence) std::copy(y + (n - 1) * H, y + n * H, standin_attn_.begin() + l * H);
     add(x, y, x, n * H);
     for (int64_t t = 0; t < n; ++t) rmsnorm(x + t * H, L.post_norm, H, eps, xn + t * H);
     if (L.sandwich_out_norm) {
@@ -186,6 +211,8 @@ void DecoderModel::forward_batch(std::span<const SequenceBatch> sequences, Forwa
       lookahead_refresh(lookahead(l, 1, x), cache_, n, H, mlp_scratch_, pool_);
     trace_hidden(trace, l, x, n * H);
   }
+  standin_kv_ = one_sequence ? rows_.slots.back().kv : nullptr;
+  standin_pos_ = one_sequence ? rows_.slots.back().pos : -1;
   const auto m = static_cast<int64_t>(rows_.logit_rows.size());
   if (!positions_.empty() && opt_.prefetch_depth > 0)
     oracle_prefetch_token(*oracle_, moe_, opt_.prefetch_depth, positions_.back() + 1, cache_);

@@ -124,6 +124,13 @@ class DecoderModel : public Model {
   Predictions predictions_;  // per layer (experts null for dense layers)
   std::unique_ptr<PrefetchOracle> oracle_;  // TERN_PREFETCH_ORACLE (moe_block.h); null: off
   std::vector<int64_t> positions_;          // the batch's rows' positions, for the oracle
+  // The lookahead's stand-in (Lookahead::standin): each layer's attention
+  // output for the last row of the latest one-sequence batch, at
+  // (standin_kv_, standin_pos_); standin_ready_: this batch continues it.
+  std::vector<float> standin_attn_, standin_sum_;
+  const KVCache* standin_kv_ = nullptr;
+  int64_t standin_pos_ = -1;
+  bool standin_ready_ = false;
   // The lookahead from layer l's residual x, with the oracle when one runs.
   Lookahead lookahead(int64_t l, int depth, const float* x);
   Scratch scratch_, attn_scratch_, mlp_scratch_, dense_scratch_;

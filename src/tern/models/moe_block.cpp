@@ -12,7 +12,7 @@
 namespace tern {
 
 namespace {
-enum Slot { kLogits = 0, kProbs, kGate, kUp, kAct, kIn, kDown, kOut, kPredict, kNormed, kShared, kSharedGate };
+enum Slot { kLogits = 0, kProbs, kGate, kUp, kAct, kIn, kDown, kOut, kPredict, kNormed, kShared, kSharedGate, kStandin };
 }
 
 namespace {
@@ -167,13 +167,26 @@ void prefetch_ahead(const Lookahead& la, const MoeLayerRef* current, const std::
   int distance = 0;
   for (const MoeLayerRef* next : la.next) {
     const RouterConfig& rc = next->routing;
-    for (int64_t t = 0; t < n; ++t) rmsnorm(la.residual + t * hidden, next->input_norm, hidden, la.norm_eps, xn + t * hidden);
-    float* logits = scratch.get(kPredict, n * rc.num_experts);
-    matmul(next->router, xn, n, logits, pool);
-    add_rows(logits, rc.bias, n, rc.num_experts);
     RouterConfig wide = rc;
     wide.top_k = std::min(rc.num_experts, rc.top_k + la.margin);
-    Routing predicted = route_tokens(logits, n, wide, scratch.get(kProbs, rc.num_experts));
+    auto predict = [&](const float* residual) {
+      for (int64_t t = 0; t < n; ++t) rmsnorm(residual + t * hidden, next->input_norm, hidden, la.norm_eps, xn + t * hidden);
+      float* logits = scratch.get(kPredict, n * rc.num_experts);
+      matmul(next->router, xn, n, logits, pool);
+      add_rows(logits, rc.bias, n, rc.num_experts);
+      return route_tokens(logits, n, wide, scratch.get(kProbs, rc.num_experts));
+    };
+    Routing predicted = predict(la.residual);
+    std::vector<int32_t> rival;
+    bool chose_standin = false;
+    if (distance == 0 && la.standin && n == 1 && la.predictions) {
+      float* stood = scratch.get(kStandin, hidden);
+      for (int64_t i = 0; i < hidden; ++i) stood[i] = la.residual[i] + la.standin[i];
+      Routing other = predict(stood);
+      chose_standin = la.predictions->prefer_standin(static_cast<size_t>(next->experts->layer));
+      if (chose_standin) std::swap(predicted.experts, other.experts);
+      rival = std::move(other.experts);
+    }
     if (la.oracle) {
       // Every row's true experts replace the guess where the trace has them.
       std::vector<int32_t> truth;
@@ -185,16 +198,17 @@ void prefetch_ahead(const Lookahead& la, const MoeLayerRef* current, const std::
       if (static_cast<int64_t>(truth.size()) == n * rc.top_k) {
         predicted.experts = std::move(truth);
         wide.top_k = rc.top_k;
+        rival.clear();
       }
     }
     if (la.predictions) {
       const auto layer = static_cast<size_t>(next->experts->layer);
-      if (la.predictions->experts.size() <= layer) {
-        la.predictions->experts.resize(layer + 1);
-        la.predictions->width.resize(layer + 1);
-      }
-      la.predictions->experts[layer] = predicted.experts;  // the latest prediction is scored
-      la.predictions->width[layer] = wide.top_k;
+      Predictions& p = *la.predictions;
+      if (p.experts.size() <= layer) p.resize(layer + 1);
+      p.experts[layer] = predicted.experts;  // the latest prediction is scored
+      p.width[layer] = wide.top_k;
+      p.rival[layer] = std::move(rival);
+      p.chose_standin[layer] = chose_standin ? 1 : 0;
     }
     for (size_t i = 0; i < predicted.experts.size(); ++i) {
       const int32_t e = predicted.experts[i];
@@ -216,6 +230,14 @@ void prefetch_ahead(const Lookahead& la, const MoeLayerRef* current, const std::
 }
 
 }  // namespace
+
+void Predictions::resize(size_t layers) {
+  experts.resize(layers);
+  width.resize(layers);
+  rival.resize(layers);
+  score.resize(layers, {0.0, 0.0});
+  chose_standin.resize(layers, 0);
+}
 
 std::span<const int32_t> PrefetchOracle::experts(int64_t pos, int64_t layer) const {
   if (layer < 0 || layer >= static_cast<int64_t>(moe_index.size()) || moe_index[static_cast<size_t>(layer)] < 0 ||
@@ -261,15 +283,31 @@ void moe_forward(const MoeLayerRef& ref, ExpertCache& cache, const float* x, int
     const auto l = static_cast<size_t>(layer.layer);
     if (l < pred.size() && !pred[l].empty()) {
       const int64_t w = lookahead->predictions->width[l];
-      if (static_cast<int64_t>(pred[l].size()) == n * w)
+      Predictions& p = *lookahead->predictions;
+      auto hits = [&](const std::vector<int32_t>& guess) {
+        int64_t h = 0;
         for (int64_t t = 0; t < n; ++t)
           for (int64_t j = 0; j < K; ++j) {
             const int32_t e = routing.experts[static_cast<size_t>(t * K + j)];
-            const auto* first = &pred[l][static_cast<size_t>(t * w)];
-            counters->predicted_hits += std::find(first, first + w, e) != first + w ? 1 : 0;
-            ++counters->predicted_needed;
+            const auto* first = &guess[static_cast<size_t>(t * w)];
+            h += std::find(first, first + w, e) != first + w ? 1 : 0;
           }
+        return h;
+      };
+      if (static_cast<int64_t>(pred[l].size()) == n * w) {
+        const int64_t h = hits(pred[l]);
+        counters->predicted_hits += static_cast<uint64_t>(h);
+        counters->predicted_needed += static_cast<uint64_t>(n * K);
+        if (p.rival[l].size() == pred[l].size()) {
+          // Both predictors scored on this layer, recent tokens weighing most.
+          constexpr double kDecay = 0.95;
+          const int chosen = p.chose_standin[l] ? 1 : 0;
+          p.score[l][chosen] = kDecay * p.score[l][chosen] + static_cast<double>(h);
+          p.score[l][1 - chosen] = kDecay * p.score[l][1 - chosen] + static_cast<double>(hits(p.rival[l]));
+        }
+      }
       pred[l].clear();
+      p.rival[l].clear();
     }
   }
 

@@ -7,6 +7,7 @@
 // Determinism: each token's output is accumulated expert by expert in
 // ascending expert id, whatever the batch, cache state or thread count, so
 // placement never changes results.
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <vector>
@@ -87,9 +88,24 @@ struct MoeCounters {
 
 // What the lookahead predicted per layer (index: layer): each token's
 // predicted experts, `width` per token. Owned by the model.
+//
+// Where the lookahead has a stand-in (Lookahead::standin) it makes two
+// predictions of the nearest layer, from the residual as it is and with the
+// stand-in added, prefetches the one whose recent record on that layer is
+// better (the plain one on a tie) and keeps the other as its rival; when the
+// layer runs both are scored. `score` holds each predictor's hits per layer,
+// decayed so that the choice follows the text.
 struct Predictions {
   std::vector<std::vector<int32_t>> experts;
   std::vector<int64_t> width;
+  std::vector<std::vector<int32_t>> rival;  // same shape as experts; empty: no rival
+  std::vector<std::array<double, 2>> score;  // [plain, stand-in]
+  std::vector<char> chose_standin;
+  bool always_standin = false;  // a diagnostic (TERN_LOOKAHEAD_STANDIN=1): no choice
+  bool prefer_standin(size_t layer) const {
+    return always_standin || (layer < score.size() && score[layer][1] > score[layer][0]);
+  }
+  void resize(size_t layers);
 };
 
 // A resident expert every token goes through beside the routed ones:
@@ -134,6 +150,13 @@ struct PrefetchOracle {
 struct Lookahead {
   std::vector<const MoeLayerRef*> next;  // nearest first; empty: off
   const float* residual = nullptr;       // [n, hidden], before this layer's MoE norm
+  // [hidden] or null: for a one-row batch, the previous token's attention
+  // output of the layers up to the nearest next one. That layer's router sees
+  // the residual plus its attention's output, which is not computed yet; the
+  // previous token's is a guess at it (consecutive tokens attend over nearly
+  // the same context). Predictions keeps whichever of the two predictions
+  // has been right more often on that layer.
+  const float* standin = nullptr;
   float norm_eps = 1e-6f;
   int64_t margin = 0;
   Predictions* predictions = nullptr;  // records predictions, scores them when the layer runs
