@@ -6,6 +6,7 @@
 #include <cstdlib>
 
 #include "tern/core/error.h"
+#include "tern/core/timeline.h"
 #include "tern/core/units.h"
 
 namespace tern {
@@ -219,6 +220,7 @@ double ExpertCache::prefetch_accuracy(int rank) const {
 
 void ExpertCache::start_read(const ExpertLayer& layer, int64_t expert, Entry& e, bool urgent) {
   try {
+    timeline::mark(timeline::kQueued, layer.layer, expert * 2 + (urgent ? 1 : 0));
     e.buffer.prefault();  // fresh pages: faulted in by the CPU, not during the DMA (record_arena.h)
     store_.read_async(layer, expert, e.buffer.data(), &ExpertCache::on_read, &e, urgent);
   } catch (const Error& err) {
@@ -231,6 +233,7 @@ void ExpertCache::on_read(void* context, const std::string* error) {
   auto* e = static_cast<Entry*>(context);
   ExpertCache& c = *e->cache;
   std::lock_guard lock(c.mu_);
+  timeline::mark(timeline::kLanded, static_cast<int64_t>(e->key >> 32), static_cast<int64_t>(e->key & 0xffffffffu));
   if (error) {
     e->state = State::Failed;
     e->error = *error;
@@ -312,7 +315,9 @@ const uint8_t* ExpertCache::wait(Handle& h) {
   std::unique_lock lock(mu_);
   if (e->state == State::Loading) {
     const double t0 = now_seconds();
+    timeline::mark(timeline::kWait, static_cast<int64_t>(e->key >> 32), static_cast<int64_t>(e->key & 0xffffffffu));
     landed_.wait(lock, [&] { return e->state != State::Loading; });
+    timeline::mark(timeline::kWaitEnd);
     stats_.stall_seconds += now_seconds() - t0;
   }
   if (e->state == State::Failed) fail("{}", e->error);

@@ -15,6 +15,7 @@
 #include "tern/core/error.h"
 #include "tern/core/hash.h"
 #include "tern/core/log.h"
+#include "tern/core/timeline.h"
 
 namespace tern {
 
@@ -232,6 +233,7 @@ void ExpertStore::on_complete(uint64_t slot, int error) {
   Replica& r = *replicas_[static_cast<size_t>(ri)];
   const ExpertLayer& layer = *op->layer;
   const uint64_t offset = layer.expert_offset(op->expert);
+  timeline::mark(timeline::kDevice, layer.layer, op->expert);
   if (op->inject_eio) error = EIO;
   if (error == EINVAL && op->direct) {
     // Some file systems accept O_DIRECT at open but not at read.

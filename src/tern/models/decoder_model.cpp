@@ -6,6 +6,7 @@
 #include <string_view>
 
 #include "tern/core/error.h"
+#include "tern/core/timeline.h"
 #include "tern/kernels/ops.h"
 #include "tern/kernels/rope.h"
 
@@ -183,6 +184,7 @@ void DecoderModel::forward_batch(std::span<const SequenceBatch> sequences, Forwa
   standin_attn_.resize(static_cast<size_t>(cfg_.num_layers * H));
   for (int64_t l = 0; l < cfg_.num_layers; ++l) {
     const DecoderLayer& L = layers_[static_cast<size_t>(l)];
+    timeline::mark(timeline::kLayer, l, n);
     AttentionShape shape = L.shape ? *L.shape : shape_;
     shape.window = L.window;
     for (int64_t t = 0; t < n; ++t) rmsnorm(x + t * H, L.input_norm, H, eps, xn + t * H);
@@ -217,10 +219,12 @@ void DecoderModel::forward_batch(std::span<const SequenceBatch> sequences, Forwa
   if (!positions_.empty() && opt_.prefetch_depth > 0)
     oracle_prefetch_token(*oracle_, moe_, opt_.prefetch_depth, positions_.back() + 1, cache_);
   const auto head0 = std::chrono::steady_clock::now();
+  timeline::mark(timeline::kHead, m);
   final_logits(lm_head_, final_norm_, eps, x, H, sequences, rows_, xn,
                sequences.size() > 1 ? scratch_.get(3, m * cfg_.vocab_size) : nullptr, pool_,
                static_cast<float>(cfg_.final_logit_softcapping));
   counters_.head_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - head0).count();
+  timeline::mark(timeline::kHeadEnd, m);
 }
 
 void DecoderModel::sandwich_ffn(const DecoderLayer& L, int64_t l, int64_t n, const float* x, const float* xn,

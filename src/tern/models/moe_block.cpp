@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "tern/core/error.h"
+#include "tern/core/timeline.h"
 #include "tern/kernels/matvec.h"
 #include "tern/kernels/ops.h"
 
@@ -277,6 +278,7 @@ void moe_forward(const MoeLayerRef& ref, ExpertCache& cache, const float* x, int
   matmul(ref.router, side && side->router_x ? side->router_x : x, n, logits, pool);
   add_rows(logits, cfg.bias, n, E);
   Routing routing = route_tokens(logits, n, cfg, scratch.get(kProbs, E));
+  timeline::mark(timeline::kMoe, layer.layer, n);
   if (lookahead && lookahead->predictions && counters) {
     // Score what an earlier layer predicted for this one, then forget it.
     auto& pred = lookahead->predictions->experts;
@@ -416,6 +418,7 @@ void moe_forward(const MoeLayerRef& ref, ExpertCache& cache, const float* x, int
     counters->experts_loaded += jobs.size();
   }
   if (routing_out) *routing_out = std::move(routing);
+  timeline::mark(timeline::kMoeEnd, layer.layer, n);
 }
 
 }  // namespace tern
