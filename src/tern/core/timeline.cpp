@@ -34,8 +34,8 @@ struct Log {
       return;
     }
     for (const Event& e : events)
-      std::fprintf(f, "%lld\t%c\t%lld\t%lld\n", static_cast<long long>(e.us), e.kind, static_cast<long long>(e.a),
-                   static_cast<long long>(e.b));
+      std::fprintf(f, "%lld\t%c\t%lld\t%lld\n", static_cast<long long>(e.us), e.kind,
+                   static_cast<long long>(e.a), static_cast<long long>(e.b));
     std::fclose(f);
   }
 };
@@ -54,7 +54,9 @@ bool enabled() {
 
 void mark_slow(Kind kind, int64_t a, int64_t b) {
   Log& l = log();
-  const auto us = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - l.start).count();
+  const auto us = std::chrono::duration_cast<std::chrono::microseconds>(
+                      std::chrono::steady_clock::now() - l.start)
+                      .count();
   std::lock_guard lock(l.mu);
   l.events.push_back({us, static_cast<char>(kind), a, b});
 }

@@ -11,15 +11,15 @@
 namespace tern::timeline {
 
 enum Kind : char {
-  kQueued = 'q',     // a = layer, b = expert * 2 + urgent
-  kDevice = 'c',     // read left the device (before its checksum): a = layer, b = expert
-  kLanded = 'f',     // read verified and ready: a = layer, b = expert
-  kLayer = 'l',      // a layer starts (its attention): a = layer
-  kMoe = 'm',        // the MoE block starts, after its router: a = layer
-  kMoeEnd = 'M',     // a = layer
-  kWait = 'w',       // the layer waits for a read: a = layer, b = expert
+  kQueued = 'q',  // a = layer, b = expert * 2 + urgent
+  kDevice = 'c',  // read left the device (before its checksum): a = layer, b = expert
+  kLanded = 'f',  // read verified and ready: a = layer, b = expert
+  kLayer = 'l',   // a layer starts (its attention): a = layer
+  kMoe = 'm',     // the MoE block starts, after its router: a = layer
+  kMoeEnd = 'M',  // a = layer
+  kWait = 'w',    // the layer waits for a read: a = layer, b = expert
   kWaitEnd = 'W',
-  kHead = 'h',       // the output head
+  kHead = 'h',  // the output head
   kHeadEnd = 'H',
 };
 
