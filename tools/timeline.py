@@ -25,6 +25,9 @@ def load(path):
         for line in f:
             us, kind, a, b = line.rstrip("\n").split("\t")
             ev.append((int(us), kind, int(a), int(b)))
+    # The engine writes marks in time order; sort (stably) anyway, so a log
+    # from threads that raced is still walked as one sequence of moments.
+    ev.sort(key=lambda e: e[0])
     return ev
 
 

@@ -54,10 +54,12 @@ bool enabled() {
 
 void mark_slow(Kind kind, int64_t a, int64_t b) {
   Log& l = log();
+  // The clock is read under the lock so the log is in time order across
+  // threads (tools/timeline.py walks it as one sequence of moments).
+  std::lock_guard lock(l.mu);
   const auto us = std::chrono::duration_cast<std::chrono::microseconds>(
                       std::chrono::steady_clock::now() - l.start)
                       .count();
-  std::lock_guard lock(l.mu);
   l.events.push_back({us, static_cast<char>(kind), a, b});
 }
 
