@@ -62,6 +62,20 @@ class Timeline(TernTestCase):
                 else:
                     self.assertGreater(t["reads"]["prefetch"], 0)
 
+    def test_the_engines_marks_are_in_time_order_and_a_log_out_of_order_is_refused(self):
+        log = self.path("t.tsv")
+        self.generate("--prefetch", "1", env={"TERN_TIMELINE": log})
+        with open(log) as f:
+            us = [int(line.split("\t")[0]) for line in f]
+        self.assertGreater(len(us), 100)
+        self.assertEqual(us, sorted(us))  # marks from the I/O and compute threads interleave in time order
+        bad = self.path("bad.tsv")
+        with open(bad, "w") as f:
+            f.write("10\tl\t0\t1\n5\th\t0\t0\n")
+        out = subprocess.run([sys.executable, TOOL, bad], capture_output=True, text=True)
+        self.assertNotEqual(out.returncode, 0)
+        self.assertIn("not in time order", out.stderr)
+
     def test_an_unwritable_path_warns_and_changes_nothing(self):
         env = {"TERN_TIMELINE": self.path("no", "such", "dir", "t.tsv")}
         out = run("generate", self.model, "--tokens", "100,103,106,109", "-n", "8", "--ignore-eos", "--json",
