@@ -40,10 +40,15 @@ request's trace, recorded before the rounds): the streamer with a perfect
 predictor, so a gap left to the roofline splits into prediction and machinery.
 With it, "{oracle}" in a variant's words is that trace's path.
 --paths A/B-tests kernel paths (TERN_KERNELS) as variants.
+Each variant's ratio to the first is paired by round and summarised twice:
+the median with every round's ratio, and the geometric mean with its 95%
+confidence interval (Student's t on the log-ratios, rounds as independent):
+an interval that holds 1 means this many rounds cannot tell the two apart.
 Numbers are measured, never asserted in tests.
 """
 import argparse
 import json
+import math
 import os
 import shlex
 import statistics
@@ -55,6 +60,27 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_TERN = os.path.join(HERE, "..", "build", "release", "bin", "tern")
 CGROUP_ROOT = "/sys/fs/cgroup/memory"
 GIB, MIB = 1 << 30, 1 << 20
+
+
+# Two-sided 95% quantiles of Student's t by degrees of freedom; beyond 30 the
+# normal's 1.96 (within 4% of t's from there on).
+T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262,
+        10: 2.228, 11: 2.201, 12: 2.179, 13: 2.160, 14: 2.145, 15: 2.131, 16: 2.120, 17: 2.110,
+        18: 2.101, 19: 2.093, 20: 2.086, 21: 2.080, 22: 2.074, 23: 2.069, 24: 2.064, 25: 2.060,
+        26: 2.056, 27: 2.052, 28: 2.048, 29: 2.045, 30: 2.042}
+
+
+def paired_interval(ratios):
+    """The geometric mean of per-round ratios B/A and its 95% confidence
+    interval (Student's t on the logs: the rounds taken as independent, the
+    log-ratio as normal), as (mean, low, high); None below two rounds.
+    An interval that holds 1 means the rounds cannot tell B from A."""
+    logs = [math.log(r) for r in ratios if r > 0]
+    if len(logs) < 2:
+        return None
+    m = statistics.fmean(logs)
+    half = T975.get(len(logs) - 1, 1.96) * statistics.stdev(logs) / math.sqrt(len(logs))
+    return math.exp(m), math.exp(m - half), math.exp(m + half)
 
 
 def parse_size(s):
@@ -398,11 +424,20 @@ def bench(a):
         def paired(key):
             def fn(r):
                 ratios = [s[key] / f[key] for s, f in zip(r, first) if f[key] > 0]
-                return (f"{med(ratios):.3f} ({', '.join(f'{x:.2f}' for x in ratios)})" if ratios else "-")
+                if not ratios:
+                    return "-"
+                text = f"{med(ratios):.3f} ({', '.join(f'{x:.2f}' for x in ratios)})"
+                ci = paired_interval(ratios)
+                return text + (f"; {ci[0]:.3f} [{ci[1]:.3f}, {ci[2]:.3f}]" if ci else "")
             return fn
 
-        row(f"decode vs {variants[0][0]}, paired by round: median (rounds)", paired("decode_tokens_per_second"))
-        row(f"prefill vs {variants[0][0]}, paired by round: median (rounds)", paired("prefill_tokens_per_second"))
+        # The interval says whether the rounds can tell the variants apart:
+        # an A/A pair (one build and flags twice, 8 rounds, 2026-12-07) gave
+        # per-round decode ratios of 0.80-1.05, 0.977 [0.905, 1.054] on this
+        # machine (docs/RESULTS.md).
+        label = "paired by round: median (rounds); geometric mean [95% CI]"
+        row(f"decode vs {variants[0][0]}, {label}", paired("decode_tokens_per_second"))
+        row(f"prefill vs {variants[0][0]}, {label}", paired("prefill_tokens_per_second"))
     row("prefill tok/s by round", lambda r: ", ".join(f"{s['prefill_tokens_per_second']:.1f}" for s in r))
     row("time to first token", lambda r: f"{med([s['time_to_first_token'] for s in r]):.2f} s")
     # hit_rate counts the whole run, the cold prefill included; the recall
